@@ -1,0 +1,127 @@
+"""COCO keypoints json -> a flat list of person instances (one top-down sample each).
+
+Problems with a record raise :class:`DataError` naming the file, the annotation id and the field,
+or are counted and skipped when ``on_bad_sample="skip"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pycocotools.coco import COCO
+
+from sapiens2_ft.metainfo import KeypointMetainfo
+
+
+class DataError(ValueError):
+    """A dataset file or record is unusable; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class PoseInstance:
+    image_path: str
+    image_id: int
+    annotation_id: int  # -1 for detections
+    bbox: tuple[float, float, float, float]  # x, y, w, h in image pixels
+    keypoints: np.ndarray  # (K, 2) float32
+    visibility: np.ndarray  # (K,) float32, 0/1/2 as in COCO
+    box_score: float = 1.0
+
+
+def load_coco(ann_file: Path) -> COCO:
+    if not ann_file.exists():
+        raise DataError(f"annotation file not found: {ann_file}")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return COCO(str(ann_file))
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise DataError(f"{ann_file}: not a COCO annotation file ({type(err).__name__}: {err})") from err
+
+
+def _check_image(coco: COCO, image_id: int, images_dir: Path, ann_file: Path, what: str) -> Path:
+    if image_id not in coco.imgs:
+        raise DataError(f"{ann_file}: {what}: image_id {image_id} is not in 'images'")
+    path = images_dir / coco.imgs[image_id]["file_name"]
+    if not path.exists():
+        raise DataError(f"{ann_file}: {what} (image_id {image_id}): image file not found: {path}")
+    return path
+
+
+def load_instances(
+    ann_file: Path,
+    images_dir: Path,
+    metainfo: KeypointMetainfo,
+    min_keypoints: int = 1,
+    on_bad_sample: str = "error",
+) -> tuple[list[PoseInstance], Counter]:
+    """Non-crowd person instances with at least ``min_keypoints`` labelled keypoints, and skip counts."""
+    coco = load_coco(ann_file)
+    skipped: Counter = Counter()
+    instances: list[PoseInstance] = []
+    num_k = metainfo.num_keypoints
+    for ann in coco.dataset.get("annotations", []):
+        ann_id = ann.get("id")
+        what = f"annotation id {ann_id}"
+        try:
+            if ann.get("iscrowd", 0):
+                skipped["crowd"] += 1
+                continue
+            raw = ann.get("keypoints")
+            if not isinstance(raw, list) or len(raw) != 3 * num_k:
+                count = len(raw) / 3 if isinstance(raw, list) else "no"
+                raise DataError(
+                    f"{ann_file}: {what}: field 'keypoints' holds {count} keypoints, "
+                    f"the keypoint set '{metainfo.name}' has {num_k} ({num_k * 3} numbers x,y,v)"
+                )
+            bbox = ann.get("bbox")
+            if not isinstance(bbox, list) or len(bbox) != 4 or bbox[2] <= 0 or bbox[3] <= 0:
+                raise DataError(f"{ann_file}: {what}: field 'bbox' must be [x, y, w, h] with w, h > 0, got {bbox}")
+            kpts = np.asarray(raw, dtype=np.float32).reshape(num_k, 3)
+            if (kpts[:, 2] > 0).sum() < min_keypoints:
+                skipped["too few keypoints"] += 1
+                continue
+            path = _check_image(coco, ann["image_id"], images_dir, ann_file, what)
+        except DataError:
+            if on_bad_sample != "skip":
+                raise
+            skipped["bad record"] += 1
+            continue
+        instances.append(PoseInstance(str(path), int(ann["image_id"]), int(ann_id), tuple(float(v) for v in bbox),
+                                      kpts[:, :2].copy(), kpts[:, 2].copy()))
+    return instances, skipped
+
+
+def load_detections(det_file: Path, ann_file: Path, images_dir: Path, metainfo: KeypointMetainfo,
+                    score_threshold: float = 0.0) -> tuple[list[PoseInstance], Counter]:
+    """Person boxes from a COCO results json (``image_id``, ``bbox``, ``score``, ``category_id``)."""
+    coco = load_coco(ann_file)
+    if not det_file.exists():
+        raise DataError(f"detections file not found: {det_file}")
+    with open(det_file) as f:
+        dets = json.load(f)
+    if not isinstance(dets, list):
+        raise DataError(f"{det_file}: expected a list of COCO detection results")
+    skipped: Counter = Counter()
+    empty = np.zeros((metainfo.num_keypoints, 2), np.float32)
+    instances = []
+    for i, det in enumerate(dets):
+        what = f"detection #{i}"
+        if det.get("category_id", 1) != 1:
+            skipped["not a person"] += 1
+            continue
+        if det.get("score", 1.0) < score_threshold:
+            skipped["below score threshold"] += 1
+            continue
+        bbox = det.get("bbox")
+        if not isinstance(bbox, list) or len(bbox) != 4 or bbox[2] <= 0 or bbox[3] <= 0:
+            raise DataError(f"{det_file}: {what}: field 'bbox' must be [x, y, w, h] with w, h > 0, got {bbox}")
+        path = _check_image(coco, det.get("image_id"), images_dir, det_file, what)
+        instances.append(PoseInstance(str(path), int(det["image_id"]), -1, tuple(float(v) for v in bbox),
+                                      empty, np.zeros(len(empty), np.float32), float(det.get("score", 1.0))))
+    return instances, skipped

@@ -1,0 +1,94 @@
+"""One person instance -> one top-down training or validation sample."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from datamodules.coco_keypoints import DataError, PoseInstance
+from datamodules.transforms import affine
+from datamodules.transforms.photometric import photometric_pipeline
+from datamodules.transforms.topdown import TopdownAugment, half_body_box, random_box
+from sapiens2_ft.metainfo import KeypointMetainfo
+
+
+def read_image(path: str) -> np.ndarray:
+    """RGB uint8 image; a missing or undecodable file is a DataError naming it."""
+    image = cv2.imread(path, cv2.IMREAD_COLOR)
+    if image is None:
+        raise DataError(f"cannot read image {path} (missing, truncated or not an image)")
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+
+
+class TopdownPoseDataset(Dataset):
+    """Crops each instance to ``input_size`` (H, W) with the UDP affine; augments when ``augment`` is set.
+
+    Items: ``image`` uint8 (3, H, W); ``keypoints`` (K, 2) crop pixels; ``keypoint_weights`` (K,);
+    ``inverse_affine`` (2, 3) crop -> image pixels; ``image_id``; ``box_score``; ``area``; ``index``.
+    """
+
+    def __init__(self, instances: list[PoseInstance], metainfo: KeypointMetainfo, input_size: tuple[int, int],
+                 augment: TopdownAugment | None = None, box_padding: float = 1.25):
+        self.instances = instances
+        self.metainfo = metainfo
+        self.input_size = tuple(input_size)
+        self.aspect_ratio = input_size[1] / input_size[0]
+        self.augment = augment
+        self.box_padding = box_padding
+        self._rng: np.random.Generator | None = None
+        self.photometric = (photometric_pipeline(augment.photometric_prob, augment.blur_prob, augment.dropout_prob)
+                            if augment else None)
+        self.flip_indices = np.asarray(metainfo.flip_indices)
+
+    def __len__(self) -> int:
+        return len(self.instances)
+
+    def rng(self) -> np.random.Generator:
+        """One generator per worker process, seeded from torch (``seed_everything(workers=True)``) and
+        advancing across epochs, so persistent workers do not repeat their augmentations."""
+        if self._rng is None:
+            self._rng = np.random.default_rng(torch.initial_seed())
+        return self._rng
+
+    def _crop(self, inst: PoseInstance, visible: np.ndarray, rng) -> tuple[np.ndarray, bool]:
+        center, scale = affine.box_to_center_scale(inst.bbox, self.aspect_ratio, self.box_padding)
+        rotation, flip = 0.0, False
+        aug = self.augment
+        if aug is not None:
+            if rng.random() < aug.half_body_prob:
+                half = half_body_box(inst.keypoints, visible, self.metainfo.upper_body_ids,
+                                     self.metainfo.lower_body_ids, aug, self.aspect_ratio, rng)
+                if half is not None:
+                    center, scale = half
+            center, scale, rotation = random_box(center, scale, aug, rng)
+            flip = rng.random() < aug.flip_prob
+        matrix = affine.crop_matrix(center, scale, rotation, self.input_size)
+        if flip:
+            matrix = affine.compose(affine.hflip_matrix(self.input_size[1]), matrix)
+        return matrix, flip
+
+    def __getitem__(self, index: int) -> dict:
+        inst = self.instances[index]
+        rng = self.rng() if self.augment else None
+        visible = inst.visibility > 0
+        matrix, flip = self._crop(inst, visible, rng)
+        image = affine.warp_image(read_image(inst.image_path), matrix, self.input_size)
+        keypoints = affine.transform_points(inst.keypoints.astype(np.float64), matrix)
+        weights = visible.astype(np.float32)
+        if flip:
+            keypoints, weights = keypoints[self.flip_indices], weights[self.flip_indices]
+        if self.photometric is not None:
+            image = self.photometric(image=image)["image"]
+        x, y, w, h = inst.bbox
+        return {
+            "image": torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))),
+            "keypoints": torch.from_numpy(keypoints.astype(np.float32)),
+            "keypoint_weights": torch.from_numpy(weights),
+            "inverse_affine": torch.from_numpy(affine.invert(matrix).astype(np.float32)),
+            "image_id": inst.image_id,
+            "box_score": inst.box_score,
+            "area": float(w * h),
+            "index": index,
+        }

@@ -1,0 +1,55 @@
+"""Files every run leaves in its run directory: ``predictions.json`` and ``summary.json``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lightning as L
+import torch
+
+
+def _plain(value):
+    if isinstance(value, torch.Tensor):
+        return value.item() if value.numel() == 1 else value.tolist()
+    return value
+
+
+class RunArtifacts(L.Callback):
+    """Writes the latest validation predictions and, at the end, the run summary (rank 0 only).
+
+    The module provides ``validation_predictions()`` (JSON-able, e.g. COCO results) and ``monitor``.
+    """
+
+    def __init__(self, run_dir: str | Path):
+        self.run_dir = Path(run_dir)
+        self.last_validated_step = -1
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        self.last_validated_step = trainer.global_step
+        if trainer.is_global_zero:
+            predictions = pl_module.validation_predictions()
+            with open(self.run_dir / "predictions.json", "w") as f:
+                json.dump(predictions, f)
+
+    def write_summary(self, trainer: L.Trainer, pl_module: L.LightningModule, datamodule, wall_time_s: float) -> dict:
+        checkpoint = trainer.checkpoint_callback
+        metrics = {k[len("val/"):]: _plain(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        summary = {
+            "run_dir": str(self.run_dir),
+            "metrics": metrics,
+            "monitor": pl_module.monitor[0],
+            "best_checkpoint": checkpoint.best_model_path if checkpoint else None,
+            "best_score": _plain(checkpoint.best_model_score) if checkpoint else None,
+            "last_checkpoint": checkpoint.last_model_path if checkpoint else None,
+            "global_step": trainer.global_step,
+            "skipped_samples": getattr(datamodule, "skipped", {}),
+            "model": str(getattr(pl_module, "load_report", "")),
+            "fit_wall_time_s": round(wall_time_s, 1),
+        }
+        if trainer.is_global_zero:
+            with open(self.run_dir / "summary.json", "w") as f:
+                json.dump(summary, f, indent=2)
+        return summary

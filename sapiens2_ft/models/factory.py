@@ -1,0 +1,186 @@
+"""Build a Sapiens2 task model from a hub id, a local ``save_pretrained`` directory or a size preset.
+
+What happens to the weights is returned as a :class:`LoadReport`:
+
+- same task, same labels: everything loads;
+- same task, other labels (e.g. 308 -> COCO-17 keypoints): backbone and head load, and each
+  output row is copied from the checkpoint row of the same name where there is one;
+- pretrain-only backbone (``Sapiens2Model``) or another task's checkpoint: the backbone
+  loads and a new head with the released layout for that size is built;
+- no ``pretrained``: random init from ``size`` (for tests, demos and scaling checks).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from torch import nn
+from transformers import (
+    Sapiens2Config,
+    Sapiens2ForPoseEstimation,
+    Sapiens2HeadConfig,
+    Sapiens2Model,
+)
+
+from sapiens2_ft.models import presets
+
+TASK_CLASSES = {"pose": Sapiens2ForPoseEstimation}
+
+# Rows of the 308-keypoint Sapiens2 pose head that hold the COCO-17 keypoints. Used when a
+# 308-keypoint checkpoint carries no keypoint names in its config.
+SAPIENS2_308_ROWS = {
+    "nose": 0, "left_eye": 1, "right_eye": 2, "left_ear": 3, "right_ear": 4,
+    "left_shoulder": 5, "right_shoulder": 6, "left_elbow": 7, "right_elbow": 8,
+    "left_wrist": 62, "right_wrist": 41, "left_hip": 9, "right_hip": 10,
+    "left_knee": 11, "right_knee": 12, "left_ankle": 13, "right_ankle": 14,
+}
+
+
+class PretrainedNotFoundError(OSError):
+    """``model.pretrained`` is neither a local directory nor a reachable hub id."""
+
+
+@dataclass
+class LoadReport:
+    source: str
+    backbone: str  # "pretrained" | "random"
+    head: str  # "pretrained" | "transferred" | "new" | "random"
+    transferred: list[str] = field(default_factory=list)
+    new: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"model from {self.source}: backbone {self.backbone}, head {self.head}"]
+        if self.head == "transferred":
+            lines.append(f"  output rows transferred by name ({len(self.transferred)}): {', '.join(self.transferred)}")
+            lines.append(f"  output rows new ({len(self.new)}): {', '.join(self.new) or '-'}")
+        return "\n".join(lines)
+
+
+def _resolve(pretrained: str) -> str:
+    """A local directory as is; a hub id through the local cache or the hub."""
+    if Path(pretrained).is_dir():
+        return pretrained
+    looks_local = pretrained.startswith((".", "/", "~")) or pretrained.count("/") != 1
+    if looks_local:
+        raise PretrainedNotFoundError(f"model.pretrained: directory '{pretrained}' does not exist")
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(pretrained, allow_patterns=["*.json", "*.safetensors"])
+    except Exception as err:  # offline, gated, unknown repo: all end the same way for the user
+        raise PretrainedNotFoundError(
+            f"could not fetch '{pretrained}' from the Hugging Face Hub ({type(err).__name__}: {err}).\n"
+            f"Download it on a machine with access, e.g. `hf download {pretrained} --local-dir DIR`, "
+            f"copy DIR here and set `--model.pretrained DIR`."
+        ) from err
+
+
+def _is_named(labels: Sequence[str]) -> bool:
+    return not all(re.fullmatch(r"LABEL_\d+", name) for name in labels)
+
+
+def _source_rows(config: Sapiens2Config, task: str) -> dict[str, int]:
+    """Label name -> output row of a checkpoint's head."""
+    names = [config.id2label[i] for i in range(config.num_labels)] if config.id2label else []
+    if names and _is_named(names):
+        return {name: i for i, name in enumerate(names)}
+    if task == "pose" and config.num_labels == 308:
+        return dict(SAPIENS2_308_ROWS)
+    return {}
+
+
+def _new_predictor(old: nn.Conv2d, num_labels: int) -> nn.Conv2d:
+    new = nn.Conv2d(old.in_channels, num_labels, kernel_size=old.kernel_size)
+    nn.init.kaiming_normal_(new.weight, mode="fan_out", nonlinearity="relu")
+    nn.init.zeros_(new.bias)
+    return new.to(device=old.weight.device, dtype=old.weight.dtype)
+
+
+def _transfer_rows(model, task: str, labels: Sequence[str], report: LoadReport) -> None:
+    """Replace the head's last layer with one row per label, copying rows by name."""
+    rows = _source_rows(model.config, task)
+    old = model.decode_head.predictor
+    new = _new_predictor(old, len(labels))
+    with torch.no_grad():
+        for i, name in enumerate(labels):
+            if name in rows:
+                new.weight[i] = old.weight[rows[name]]
+                new.bias[i] = old.bias[rows[name]]
+                report.transferred.append(name)
+            else:
+                report.new.append(name)
+    model.decode_head.predictor = new
+    report.head = "transferred"
+
+
+def _configure(config: Sapiens2Config, task: str, labels: Sequence[str], image_size, pos_embed_rescale,
+               flip_pairs, head: dict | None) -> Sapiens2Config:
+    config.num_labels = len(labels)
+    config.id2label = {i: name for i, name in enumerate(labels)}
+    config.label2id = {name: i for i, name in enumerate(labels)}
+    config.image_size = list(image_size)
+    config.pos_embed_rescale = pos_embed_rescale
+    if flip_pairs is not None:
+        config.flip_pairs = [list(p) for p in flip_pairs]
+    if head is not None or config.head_config is None:
+        size = presets.size_of(config.hidden_size, config.num_hidden_layers)
+        config.head_config = Sapiens2HeadConfig(**(head or presets.head_layout(task, size)))
+    return config
+
+
+def build_model(
+    task: str,
+    labels: Sequence[str],
+    image_size: Sequence[int],
+    pretrained: str | None = None,
+    size: str | None = None,
+    head: dict | None = None,
+    pos_embed_rescale: float | None = None,
+    flip_pairs: Sequence[Sequence[int]] | None = None,
+    attn_implementation: str = "sdpa",
+) -> tuple[nn.Module, LoadReport]:
+    """Build the transformers ``Sapiens2For<Task>`` model for ``labels`` (keypoint or class names).
+
+    ``pos_embed_rescale`` is the RoPE coordinate augmentation of pretraining: off (None) by default.
+    ``head`` overrides the head layout (``Sapiens2HeadConfig`` kwargs).
+    """
+    if task not in TASK_CLASSES:
+        raise ValueError(f"unknown task '{task}'; known: {sorted(TASK_CLASSES)}")
+    cls = TASK_CLASSES[task]
+    labels = list(labels)
+    if pretrained is None:
+        if size not in presets.BACKBONES:
+            raise ValueError(f"model.size must be one of {sorted(presets.BACKBONES)} when model.pretrained is not set")
+        config = Sapiens2Config(**presets.BACKBONES[size], attn_implementation=attn_implementation)
+        config.head_config = Sapiens2HeadConfig(**(head or presets.head_layout(task, size)))
+        _configure(config, task, labels, image_size, pos_embed_rescale, flip_pairs, None)
+        return cls(config), LoadReport(f"size preset '{size}'", backbone="random", head="random")
+
+    path = _resolve(pretrained)
+    config = Sapiens2Config.from_pretrained(path)
+    architecture = (config.architectures or ["Sapiens2Model"])[0]
+    report = LoadReport(pretrained, backbone="pretrained", head="pretrained")
+
+    if architecture == cls.__name__ and head is None:
+        model = cls.from_pretrained(path, attn_implementation=attn_implementation)
+        old_labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+        if old_labels != labels:
+            _transfer_rows(model, task, labels, report)
+        _configure(model.config, task, labels, image_size, pos_embed_rescale, flip_pairs, None)
+        return model, report
+
+    report.head = "new"
+    report.new = labels
+    _configure(config, task, labels, image_size, pos_embed_rescale, flip_pairs, head)
+    config.architectures = [cls.__name__]
+    if architecture == "Sapiens2Model":
+        model = cls.from_pretrained(path, config=config, attn_implementation=attn_implementation)
+    else:  # another task's checkpoint: keep its backbone only
+        other = getattr(__import__("transformers"), architecture).from_pretrained(path)
+        model = cls(config)
+        model.model.load_state_dict(other.model.state_dict())
+    return model, report

@@ -1,0 +1,102 @@
+"""Shared fixtures: tiny COCO-format datasets and tiny Sapiens2 checkpoints, made on the fly."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+COCO17 = ["nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
+          "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip", "right_hip",
+          "left_knee", "right_knee", "left_ankle", "right_ankle"]
+# A standing figure in a unit box (x right, y down), COCO-17 order.
+TEMPLATE = np.array([[.5, .08], [.54, .06], [.46, .06], [.58, .08], [.42, .08], [.66, .22], [.34, .22],
+                     [.72, .38], [.28, .38], [.75, .52], [.25, .52], [.6, .55], [.4, .55], [.62, .75],
+                     [.38, .75], [.62, .95], [.38, .95]])
+
+
+def write_coco(root: Path, split_images: str, ann_name: str, num_images: int = 4, size=(256, 192), seed: int = 0,
+               people_per_image: int = 2) -> Path:
+    """Images of stick figures plus their COCO keypoints json; returns the json path."""
+    rng = np.random.default_rng(seed)
+    h, w = size
+    (root / split_images).mkdir(parents=True, exist_ok=True)
+    (root / "annotations").mkdir(parents=True, exist_ok=True)
+    images, annotations = [], []
+    for i in range(num_images):
+        image = rng.integers(0, 80, size=(h, w, 3), dtype=np.uint8)
+        for p in range(people_per_image):
+            bw, bh = rng.uniform(0.3, 0.45) * w, rng.uniform(0.6, 0.9) * h
+            x0, y0 = rng.uniform(0, w - bw), rng.uniform(0, h - bh)
+            kpts = TEMPLATE * [bw, bh] + [x0, y0] + rng.normal(0, 1.5, TEMPLATE.shape)
+            for a, b in [(5, 7), (7, 9), (6, 8), (8, 10), (11, 13), (13, 15), (12, 14), (14, 16), (5, 6), (11, 12),
+                         (5, 11), (6, 12), (0, 5), (0, 6)]:
+                cv2.line(image, tuple(int(v) for v in kpts[a]), tuple(int(v) for v in kpts[b]), (220, 200, 90), 3)
+            vis = np.full(17, 2.0)
+            flat = np.concatenate([kpts, vis[:, None]], 1).reshape(-1)
+            annotations.append({"id": len(annotations) + 1, "image_id": i + 1, "category_id": 1,
+                                "keypoints": [float(v) for v in flat], "num_keypoints": 17,
+                                "bbox": [float(x0), float(y0), float(bw), float(bh)], "area": float(bw * bh),
+                                "iscrowd": 0})
+        name = f"{i:06d}.jpg"
+        cv2.imwrite(str(root / split_images / name), image)
+        images.append({"id": i + 1, "file_name": name, "height": h, "width": w})
+    ann_file = root / "annotations" / ann_name
+    ann_file.write_text(json.dumps({
+        "images": images, "annotations": annotations,
+        "categories": [{"id": 1, "name": "person", "supercategory": "person", "keypoints": COCO17,
+                        "skeleton": [[16, 14], [14, 12], [17, 15], [15, 13]]}],
+    }))
+    return ann_file
+
+
+@pytest.fixture(scope="session")
+def tiny_coco(tmp_path_factory) -> Path:
+    """A COCO-2017-layout dataset: annotations/person_keypoints_{train,val}2017.json + images."""
+    root = tmp_path_factory.mktemp("coco")
+    write_coco(root, "train2017", "person_keypoints_train2017.json", num_images=4, seed=0)
+    write_coco(root, "val2017", "person_keypoints_val2017.json", num_images=2, seed=1)
+    return root
+
+
+def tiny_pose_config(num_labels: int):
+    from transformers import Sapiens2Config, Sapiens2HeadConfig
+
+    from sapiens2_ft.models.presets import BACKBONES
+
+    config = Sapiens2Config(**{**BACKBONES["tiny"], "hidden_size": 64, "intermediate_size": 128,
+                               "num_hidden_layers": 2}, image_size=[256, 192], pos_embed_rescale=None,
+                            head_config=Sapiens2HeadConfig(upsample_out_channels=[32, 32], conv_out_channels=[32]))
+    config.num_labels = num_labels
+    return config
+
+
+@pytest.fixture(scope="session")
+def tiny_pose308_dir(tmp_path_factory) -> Path:
+    """A 308-keypoint pose model saved with save_pretrained: stands in for facebook/sapiens2-pose-*."""
+    from transformers import Sapiens2ForPoseEstimation
+
+    out = tmp_path_factory.mktemp("sapiens2-pose-tiny")
+    model = Sapiens2ForPoseEstimation(tiny_pose_config(308))
+    model.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_pretrain_dir(tmp_path_factory) -> Path:
+    """A pretrain-only backbone (Sapiens2Model) saved with save_pretrained."""
+    from transformers import Sapiens2Model
+
+    out = tmp_path_factory.mktemp("sapiens2-pretrain-tiny")
+    config = tiny_pose_config(2)
+    config.head_config = None
+    Sapiens2Model(config).save_pretrained(out)
+    return out
