@@ -25,7 +25,7 @@ class RunArtifacts(L.Callback):
         self.run_dir = Path(run_dir)
         self.last_validated_step = -1
 
-    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
             return
         self.last_validated_step = trainer.global_step

@@ -1,0 +1,68 @@
+"""train.py: config lookup and merging, overrides, --print_config, and a full run's directory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from pycocotools.coco import COCO
+
+from sapiens2_ft.cli import CONFIG_DIR, main, resolve_config_args
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_bare_config_name_resolves_to_configs_dir():
+    argv = resolve_config_args(["--config", "pose_coco.yaml", "--config=pose_demo"])
+    assert argv[1] == str(CONFIG_DIR / "pose_coco.yaml")
+    assert argv[2] == f"--config={CONFIG_DIR / 'pose_demo.yaml'}"
+
+
+def test_unknown_config_lists_known_ones():
+    with pytest.raises(SystemExit, match="pose_demo.yaml"):
+        resolve_config_args(["--config", "no_such_recipe.yaml"])
+
+
+def test_print_config_merges_configs_and_overrides(tmp_path):
+    extra = tmp_path / "extra.yaml"
+    extra.write_text("data:\n  batch_size: 3\n")
+    out = subprocess.run(
+        [sys.executable, "train.py", "--config", "pose_coco.yaml", "--config", str(extra),
+         "--trainer.max_steps", "10", "--model.optim.lr", "0.01", "--print_config"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout
+    config = yaml.safe_load(out)
+    assert config["data"]["batch_size"] == 3  # second config merged over the first
+    assert config["trainer"]["max_steps"] == 10  # command-line override
+    assert config["model"]["optim"]["lr"] == 0.01
+    assert config["model"]["pretrained"] == "facebook/sapiens2-pose-0.4b"
+    assert config["data"]["keypoints"] == "coco17"  # model.keypoints / input_size are linked from data
+    assert config["data"]["input_size"] == [1024, 768]
+
+
+def test_pose_coco_recipe_trains_two_steps_on_local_model_and_data(tiny_coco, tiny_pose308_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    summary = main([
+        "--config", "pose_coco.yaml", "--run_dir", str(run_dir),
+        "--model.pretrained", str(tiny_pose308_dir), "--data.root", str(tiny_coco),
+        "--data.input_size", "[256, 192]", "--model.sigma", "2", "--data.batch_size", "2",
+        "--data.num_workers", "0", "--trainer.max_steps", "2", "--trainer.val_check_interval", "2",
+        "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.enable_progress_bar", "false",
+    ])
+    assert summary["global_step"] == 2
+    assert "transferred" in summary["model"]
+    for name in ("config.yaml", "predictions.json", "summary.json", "checkpoints/last.ckpt"):
+        assert (run_dir / name).exists(), name
+    assert Path(summary["best_checkpoint"]).exists()
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert saved["model"]["pretrained"] == str(tiny_pose308_dir)
+    on_disk = json.loads((run_dir / "summary.json").read_text())
+    assert set(on_disk["metrics"]) >= {"AP", "AP50", "AP75", "APM", "APL", "AR"}
+    predictions = json.loads((run_dir / "predictions.json").read_text())
+    gt = COCO(str(tiny_coco / "annotations/person_keypoints_val2017.json"))
+    assert len(predictions) == len(gt.getAnnIds())
+    gt.loadRes(predictions)  # valid COCO results
