@@ -1,0 +1,21 @@
+"""Procedural synthetic human dataset (the project's embedded demo data).
+
+Renders articulated 3-D mannequin figures with COCO-17 keypoints, Sapiens2 body-part
+labels, normals, depth, intrinsics, alpha mattes and foregrounds.  See ``generate.py``
+for the on-disk layout and ``python -m datamodules.synthetic --help`` for the CLI.
+"""
+
+from .generate import ensure_dataset, generate_dataset, read_parameters
+from .parts import COCO_KEYPOINT_NAMES, COCO_SKELETON, SAPIENS2_PART_CLASSES
+from .scene import Sample, render_sample
+
+__all__ = [
+    "COCO_KEYPOINT_NAMES",
+    "COCO_SKELETON",
+    "SAPIENS2_PART_CLASSES",
+    "Sample",
+    "ensure_dataset",
+    "generate_dataset",
+    "read_parameters",
+    "render_sample",
+]
