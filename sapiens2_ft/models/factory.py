@@ -126,7 +126,8 @@ def _configure(config: Sapiens2Config, task: str, labels: Sequence[str], image_s
     config.pos_embed_rescale = pos_embed_rescale
     if flip_pairs is not None:
         config.flip_pairs = [list(p) for p in flip_pairs]
-    if head is not None or config.head_config is None:
+    # A pretrain-only checkpoint loads with an empty head config (every field None), not None.
+    if head is not None or config.head_config is None or not config.head_config.upsample_out_channels:
         size = presets.size_of(config.hidden_size, config.num_hidden_layers)
         config.head_config = Sapiens2HeadConfig(**(head or presets.head_layout(task, size)))
     return config
