@@ -10,8 +10,8 @@ A keypoint set is one YAML file::
     lower_body: [...]
     swap: {left_big_toe: right_big_toe}             # optional: pairs not named left_*/right_*
 
-Flip pairs are derived from ``left``/``right`` in the names (``left_eye`` <-> ``right_eye``,
-``l_hand`` is not matched: use ``swap`` for such names). Built-in sets live in
+Flip pairs are derived from a ``left``/``right`` word in the names (``left_eye`` <-> ``right_eye``,
+``Left_Hand`` <-> ``Right_Hand``); ``l_hand`` or ``cleft_chin`` are not matched: use ``swap`` for such names. Built-in sets live in
 ``sapiens2_ft/keypoints/`` and are referred to by name (``coco17``).
 """
 
@@ -55,9 +55,13 @@ class KeypointMetainfo:
 
 
 def _mirror_name(name: str) -> str | None:
-    for a, b in (("left", "right"), ("right", "left"), ("Left", "Right"), ("Right", "Left")):
-        if a in name:
-            return name.replace(a, b, 1)
+    """``left_eye`` -> ``right_eye``: swaps a whole ``left``/``right`` word (any case) between ``_``."""
+    words = name.split("_")
+    for i, word in enumerate(words):
+        for a, b in (("left", "right"), ("right", "left")):
+            if word.lower() == a:
+                words[i] = b.upper() if word.isupper() else b.capitalize() if word[0].isupper() else b
+                return "_".join(words)
     return None
 
 

@@ -76,7 +76,7 @@ def build_optimizer(model: nn.Module, cfg: OptimConfig, num_layers: int, total_s
     """AdamW over :func:`param_groups` plus a per-step LambdaLR; returns Lightning's optimizer dict."""
     groups = param_groups(model, cfg, num_layers)
     on_gpu = next(model.parameters()).is_cuda
-    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), fused=cfg.fused and on_gpu or None)
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), fused=True if cfg.fused and on_gpu else None)
     warmup = min(cfg.warmup_steps, max(0, total_steps - 1))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: warmup_linear_decay(step, warmup, total_steps, cfg.warmup_start_factor)

@@ -19,10 +19,10 @@ class TopdownAugment:
         half_body_min_keypoints: Visible keypoints needed for a half-body crop.
         half_body_upper_prob: Chance of choosing the upper body.
         half_body_padding: Box padding of the half-body crop.
-        shift_factor: Box centre shift, as a fraction of the box size.
+        shift_factor: Largest box centre shift (uniform), as a fraction of the box size.
         shift_prob: Chance of shifting.
         scale_range: Box scale multiplier range (truncated normal inside it).
-        rotate_factor: Rotation in degrees (truncated normal, +-2 sigma clipped to this).
+        rotate_factor: Largest rotation in degrees (standard normal truncated to +-1, times this).
         rotate_prob: Chance of rotating.
         photometric_prob: Brightness / contrast / hue / saturation distortion.
         blur_prob: Gaussian or median blur.
