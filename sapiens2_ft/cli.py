@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -80,6 +81,32 @@ def task_of(argv: list[str]) -> str:
     return task
 
 
+RUN_DIR_ENV = "SAPIENS2_FT_RUN_DIR"
+
+
+def default_run_dir(config_name: str) -> Path:
+    """``runs/<config>/<stamp>``, the same on every rank of one job.
+
+    Ranks that Lightning launches inherit the parent's environment; ranks started by torchrun or
+    SLURM share their job id, which names the run instead of the clock.
+    """
+    if os.environ.get(RUN_DIR_ENV):
+        return Path(os.environ[RUN_DIR_ENV])
+    job = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+    stamp = job if job != "none" else os.environ.get("SLURM_JOB_ID") or time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path("runs") / config_name / stamp
+    os.environ[RUN_DIR_ENV] = str(run_dir)
+    return run_dir
+
+
+def check_fresh(run_dir: Path) -> None:
+    """Refuse to write a new run over a finished one's files."""
+    taken = [name for name in ("summary.json", "checkpoints") if (run_dir / name).exists()]
+    if taken:
+        raise SystemExit(f"run directory {run_dir} already holds a run ({', '.join(taken)}); "
+                         f"pass another --run_dir")
+
+
 class Sapiens2CLI(LightningCLI):
     """Adds ``task`` and ``run_dir`` keys, task links, and the run directory."""
 
@@ -97,8 +124,9 @@ class Sapiens2CLI(LightningCLI):
         config = self.config
         if not config.run_dir:
             names = [Path(str(p)).stem for p in (config.get("config") or [])] or ["run"]
-            config.run_dir = str(Path("runs") / names[-1] / time.strftime("%Y%m%d-%H%M%S"))
+            config.run_dir = str(default_run_dir(names[-1]))
         self.run_dir = Path(config.run_dir)
+        check_fresh(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         trainer = config.trainer
         trainer.default_root_dir = str(self.run_dir)

@@ -66,3 +66,19 @@ def test_pose_coco_recipe_trains_two_steps_on_local_model_and_data(tiny_coco, ti
     gt = COCO(str(tiny_coco / "annotations/person_keypoints_val2017.json"))
     assert len(predictions) == len(gt.getAnnIds())
     gt.loadRes(predictions)  # valid COCO results
+
+    # A second run into the same directory is refused: the first run's files stay as they are.
+    before = (run_dir / "summary.json").read_bytes()
+    with pytest.raises(SystemExit, match="already holds a run"):
+        main(["--config", "pose_coco.yaml", "--run_dir", str(run_dir), "--data.root", str(tiny_coco)])
+    assert (run_dir / "summary.json").read_bytes() == before
+
+
+def test_default_run_dir_is_shared_by_ranks(monkeypatch):
+    from sapiens2_ft.cli import RUN_DIR_ENV, default_run_dir
+
+    monkeypatch.delenv(RUN_DIR_ENV, raising=False)
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job42")
+    assert default_run_dir("pose_demo") == Path("runs/pose_demo/job42")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "other")
+    assert default_run_dir("pose_demo") == Path("runs/pose_demo/job42")  # a launched child inherits it
