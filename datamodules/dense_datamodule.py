@@ -1,0 +1,116 @@
+"""Dense-task (segmentation, normals, pointmap, matting) DataModule; file layout in ``dense_files``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import lightning as L
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from torch.utils.data import DataLoader
+
+from datamodules.dense_dataset import DenseDataset
+from datamodules.dense_files import TASKS, list_samples
+from datamodules.dense_transforms import DenseAugment, flip_classes_from_names
+from datamodules.pose_datamodule import SyntheticData
+from datamodules.synthetic.parts import SAPIENS2_PART_CLASSES
+
+
+class DenseDataModule(L.LightningDataModule):
+    """Per-pixel targets of one ``task`` from ``root/{split}/...`` folders matched by file stem.
+
+    Args:
+        task: ``seg``, ``normal``, ``pointmap`` or ``matting``.
+        root: Dataset folder; splits are sub-folders of it.
+        train_split: Training split folder.
+        val_split: Validation split folder.
+        input_size: Network input (H, W).
+        num_classes: Segmentation classes (label values >= this, other than 255, are an error).
+        class_names: Segmentation class names (default: the Sapiens2 29 classes when ``num_classes=29``).
+        flip_classes: Index map of classes swapped by a horizontal flip (default: Left_* <-> Right_*
+            pairs of ``class_names``).
+        augment: Training augmentation.
+        batch_size: Samples per device per step.
+        val_batch_size: Validation batch size (default: ``batch_size``).
+        num_workers: DataLoader worker processes.
+        pin_memory: Pin host memory for faster host-to-GPU copies.
+        persistent_workers: Keep workers alive between epochs.
+        on_bad_sample: ``error`` stops at the first bad sample; ``skip`` counts and drops it.
+        synthetic: When set, render the synthetic demo dataset into ``root`` if it is missing.
+    """
+
+    def __init__(
+        self,
+        task: Literal["seg", "normal", "pointmap", "matting"] = "seg",
+        root: str = "data/synthetic",
+        train_split: str = "train",
+        val_split: str = "val",
+        input_size: tuple[int, int] = (256, 192),
+        num_classes: int = 29,
+        class_names: list[str] | None = None,
+        flip_classes: list[int] | None = None,
+        augment: DenseAugment = DenseAugment(),
+        batch_size: int = 16,
+        val_batch_size: int | None = None,
+        num_workers: int = 2,
+        pin_memory: bool = True,
+        persistent_workers: bool = True,
+        on_bad_sample: Literal["error", "skip"] = "error",
+        synthetic: SyntheticData | None = None,
+    ):
+        super().__init__()
+        if task not in TASKS:
+            raise ValueError(f"dense_datamodule.py: unknown task {task!r}; expected one of {TASKS}")
+        self.save_hyperparameters()
+        # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the objects here.
+        self.augment = DenseAugment(**augment) if isinstance(augment, dict) else augment
+        self.synthetic = SyntheticData(**synthetic) if isinstance(synthetic, dict) else synthetic
+        self.root = Path(root)
+        if class_names is None and num_classes == len(SAPIENS2_PART_CLASSES):
+            class_names = list(SAPIENS2_PART_CLASSES)
+        if class_names is not None and len(class_names) != num_classes:
+            raise ValueError(f"dense_datamodule.py: {len(class_names)} class_names for num_classes={num_classes}")
+        self.class_names = class_names
+        if flip_classes is None:
+            flip_classes = (flip_classes_from_names(class_names) if class_names is not None
+                            else list(range(num_classes)))
+        self.flip_classes = list(flip_classes)
+        self.train_set: DenseDataset | None = None
+        self.val_set: DenseDataset | None = None
+        self.skipped: dict[str, dict[str, int]] = {}
+
+    def prepare_data(self) -> None:
+        if self.synthetic is not None:
+            from datamodules.synthetic import ensure_dataset
+
+            s = self.synthetic
+            ensure_dataset(self.root, s.num_images, s.seed, height=s.height, width=s.width,
+                           val_fraction=s.val_fraction)
+
+    def _dataset(self, split: str, augment: DenseAugment | None) -> DenseDataset:
+        hp = self.hparams
+        samples, skipped = list_samples(self.root, split, hp.task, hp.on_bad_sample)
+        self.skipped[split] = dict(skipped)
+        detail = ", ".join(f"{n} {why}" for why, n in skipped.items()) or "none"
+        rank_zero_info(f"{split}: {len(samples)} {hp.task} images (skipped: {detail})")
+        return DenseDataset(samples, hp.task, hp.input_size, hp.num_classes, self.flip_classes, augment,
+                            hp.on_bad_sample)
+
+    def setup(self, stage: str | None = None) -> None:
+        if stage in ("fit", None) and self.train_set is None:
+            self.train_set = self._dataset(self.hparams.train_split, self.augment)
+        if stage in ("fit", "validate", None) and self.val_set is None:
+            self.val_set = self._dataset(self.hparams.val_split, None)
+
+    def _loader(self, dataset, batch_size: int, shuffle: bool) -> DataLoader:
+        hp = self.hparams
+        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, drop_last=shuffle,
+                          num_workers=hp.num_workers, pin_memory=hp.pin_memory and torch.cuda.is_available(),
+                          persistent_workers=hp.persistent_workers and hp.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_set, self.hparams.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set, self.hparams.val_batch_size or self.hparams.batch_size, shuffle=False)
