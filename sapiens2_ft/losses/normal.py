@@ -1,0 +1,63 @@
+"""Surface-normal loss: cosine + L1 + finite-difference gradient matching."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def as_mask(mask: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    """Valid-pixel mask as float (B, 1, H, W); ``None`` means all pixels are valid."""
+    b, _, h, w = like.shape
+    if mask is None:
+        return like.new_ones(b, 1, h, w)
+    if mask.ndim == 3:
+        mask = mask.unsqueeze(1)
+    if mask.shape != (b, 1, h, w):
+        raise ValueError(f"mask must be (B, 1, H, W) or (B, H, W) matching {(b, h, w)}, got {tuple(mask.shape)}")
+    return mask.to(like.dtype)
+
+
+def masked_mean(value: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``value`` (B, C, H, W) over channels and the pixels where ``mask`` (B, 1, H, W) is set; 0 if none."""
+    count = mask.sum() * value.shape[1]
+    return torch.where(mask > 0, value, 0.0).sum() / count.clamp_min(1.0)
+
+
+def finite_differences(x: torch.Tensor, mask: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """x- and y- forward differences of x (B, C, H, W), each with the mask of pairs whose two pixels are valid."""
+    dx = x[..., :, 1:] - x[..., :, :-1]
+    dy = x[..., 1:, :] - x[..., :-1, :]
+    return [(dx, mask[..., :, 1:] * mask[..., :, :-1]), (dy, mask[..., 1:, :] * mask[..., :-1, :])]
+
+
+def normal_loss(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    mask: torch.Tensor | None,
+    cos_weight: float = 10.0,
+    l1_weight: float = 1.0,
+    grad_weight: float = 10.0,
+) -> dict[str, torch.Tensor]:
+    """pred raw (B, 3, H, W), target unit normals (B, 3, H, W), mask (B, [1,] H, W) of valid pixels.
+
+    Returns ``{"cos", "l1", "grad", "loss"}``: ``cos`` = mean(1 - cos(pred, target)); ``l1`` = mean
+    |pred - target| (raw pred, per channel); ``grad`` = MSE between the x/y finite differences of the
+    normalised prediction and of the target, over pairs of valid pixels. All means are over valid pixels.
+    """
+    if pred.shape != target.shape or pred.ndim != 4 or pred.shape[1] != 3:
+        raise ValueError(
+            f"normal_loss: expected pred and target (B, 3, H, W), got {tuple(pred.shape)} and {tuple(target.shape)}"
+        )
+    pred, target = pred.float(), target.float()
+    m = as_mask(mask, pred)
+    target = torch.where(m > 0, target, 0.0)  # invalid pixels may hold NaN/garbage
+    unit = F.normalize(pred, dim=1, eps=1e-6)
+    cos = masked_mean(1.0 - (unit * target).sum(1, keepdim=True), m)
+    l1 = masked_mean((pred - target).abs(), m)
+    sq, count = pred.new_zeros(()), pred.new_zeros(())
+    for (d_pred, pair), (d_tgt, _) in zip(finite_differences(unit, m), finite_differences(target, m)):
+        sq = sq + ((d_pred - d_tgt).pow(2) * pair).sum()
+        count = count + pair.sum() * 3
+    grad = sq / count.clamp_min(1.0)
+    return {"cos": cos, "l1": l1, "grad": grad, "loss": cos_weight * cos + l1_weight * l1 + grad_weight * grad}
