@@ -36,6 +36,8 @@ class Task:
 TASKS = {
     "pose": Task("sapiens2_ft.modules.pose.PoseModule", "datamodules.pose_datamodule.PoseDataModule",
                  links=(("data.keypoints", "model.keypoints"), ("data.input_size", "model.input_size"))),
+    "seg": Task("sapiens2_ft.modules.segmentation.SegmentationModule", "datamodules.dense_datamodule.DenseDataModule",
+                links=(("data.class_names", "model.class_names"), ("data.input_size", "model.input_size"))),
 }
 
 

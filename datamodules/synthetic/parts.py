@@ -5,37 +5,7 @@ id, 0 = background).  ``COCO_KEYPOINT_NAMES`` / ``COCO_SKELETON`` are the COCO-1
 keypoint order and its 1-based limb pairs, as stored in the COCO ``categories`` entry.
 """
 
-SAPIENS2_PART_CLASSES = (
-    "Background",
-    "Apparel",
-    "Eyeglass",
-    "Face_Neck",
-    "Hair",
-    "Left_Foot",
-    "Left_Hand",
-    "Left_Lower_Arm",
-    "Left_Lower_Leg",
-    "Left_Shoe",
-    "Left_Sock",
-    "Left_Upper_Arm",
-    "Left_Upper_Leg",
-    "Lower_Clothing",
-    "Right_Foot",
-    "Right_Hand",
-    "Right_Lower_Arm",
-    "Right_Lower_Leg",
-    "Right_Shoe",
-    "Right_Sock",
-    "Right_Upper_Arm",
-    "Right_Upper_Leg",
-    "Torso",
-    "Upper_Clothing",
-    "Lower_Lip",
-    "Upper_Lip",
-    "Lower_Teeth",
-    "Upper_Teeth",
-    "Tongue",
-)
+from sapiens2_ft.body_parts import SAPIENS2_PART_CLASSES  # noqa: E402  (one source for the taxonomy)
 
 PART_ID = {name: class_id for class_id, name in enumerate(SAPIENS2_PART_CLASSES)}
 

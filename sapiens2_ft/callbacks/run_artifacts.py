@@ -1,4 +1,4 @@
-"""Files every run leaves in its run directory: ``predictions.json`` and ``summary.json``."""
+"""Files every run leaves in its run directory: the last validation's outputs and ``summary.json``."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ def _plain(value):
 
 
 class RunArtifacts(L.Callback):
-    """Writes the latest validation predictions and, at the end, the run summary (rank 0 only).
+    """Writes the latest validation outputs and, at the end, the run summary (rank 0 only).
 
-    The module provides ``validation_predictions()`` (JSON-able, e.g. COCO results) and ``monitor``.
+    The module provides ``write_validation_outputs(run_dir)`` (pose: ``predictions.json`` in COCO
+    results format; dense tasks: a few predicted maps) and ``monitor`` (metric name, mode).
     """
 
     def __init__(self, run_dir: str | Path):
@@ -30,9 +31,7 @@ class RunArtifacts(L.Callback):
             return
         self.last_validated_step = trainer.global_step
         if trainer.is_global_zero:
-            predictions = pl_module.validation_predictions()
-            with open(self.run_dir / "predictions.json", "w") as f:
-                json.dump(predictions, f)
+            pl_module.write_validation_outputs(self.run_dir)
 
     def write_summary(self, trainer: L.Trainer, pl_module: L.LightningModule, datamodule, wall_time_s: float) -> dict:
         checkpoint = trainer.checkpoint_callback

@@ -22,13 +22,15 @@ from torch import nn
 from transformers import (
     Sapiens2Config,
     Sapiens2ForPoseEstimation,
+    Sapiens2ForSemanticSegmentation,
     Sapiens2HeadConfig,
     Sapiens2Model,
 )
 
+from sapiens2_ft.body_parts import SAPIENS2_PART_CLASSES
 from sapiens2_ft.models import presets
 
-TASK_CLASSES = {"pose": Sapiens2ForPoseEstimation}
+TASK_CLASSES = {"pose": Sapiens2ForPoseEstimation, "seg": Sapiens2ForSemanticSegmentation}
 
 # Rows of the 308-keypoint Sapiens2 pose head that hold the COCO-17 keypoints. Used when a
 # 308-keypoint checkpoint carries no keypoint names in its config.
@@ -90,6 +92,8 @@ def _source_rows(config: Sapiens2Config, task: str) -> dict[str, int]:
         return {name: i for i, name in enumerate(names)}
     if task == "pose" and config.num_labels == 308:
         return dict(SAPIENS2_308_ROWS)
+    if task == "seg" and config.num_labels == len(SAPIENS2_PART_CLASSES):
+        return {name: i for i, name in enumerate(SAPIENS2_PART_CLASSES)}
     return {}
 
 

@@ -37,6 +37,11 @@ HEADS: dict[str, dict[str, dict]] = {
         "0.1b": _POSE_DEFAULT, "0.4b": _POSE_DEFAULT, "0.8b": _POSE_DEFAULT, "5b": _POSE_DEFAULT,
         "1b": dict(upsample_out_channels=[1536, 1024], conv_out_channels=[768, 512, 256]),
     },
+    "seg": {
+        "tiny": dict(upsample_out_channels=[64, 32, 16, 16], conv_out_channels=[16]),
+        **{size: dict(upsample_out_channels=[512, 256, 128, 64], conv_out_channels=[64, 64])
+           for size in ("0.1b", "0.4b", "0.8b", "1b", "5b")},
+    },
 }
 
 

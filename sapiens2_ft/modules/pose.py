@@ -8,6 +8,8 @@ Val: flip test, DARK-UDP decode, inverse crop affine to image pixels, OKS AP via
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Literal
 
 import lightning as L
@@ -73,6 +75,7 @@ class PoseModule(L.LightningModule):
             attn_implementation=attn_implementation,
         )
         rank_zero_info(str(self.load_report))
+        self.model.train()  # from_pretrained returns eval mode; Lightning keeps each module's mode
         self.register_buffer("flip_indices", torch.tensor(self.metainfo.flip_indices), persistent=False)
         self.loss_fn = LOSSES[loss]
         self.val_ap: CocoKeypointAP | None = None
@@ -120,9 +123,10 @@ class PoseModule(L.LightningModule):
         metrics = self.val_ap.compute()
         self.log_dict({f"val/{k}": v for k, v in metrics.items()}, sync_dist=False)
 
-    def validation_predictions(self) -> list[dict]:
-        """COCO keypoint results of the last validation (after rescoring and OKS-NMS)."""
-        return self.val_ap.results if self.val_ap is not None else []
+    def write_validation_outputs(self, run_dir: Path) -> None:
+        """``predictions.json``: COCO keypoint results of the last validation (after rescoring and OKS-NMS)."""
+        with open(Path(run_dir) / "predictions.json", "w") as f:
+            json.dump(self.val_ap.results if self.val_ap is not None else [], f)
 
     def configure_optimizers(self):
         total = self.trainer.estimated_stepping_batches
