@@ -59,7 +59,10 @@ class TopdownPoseDataset(Dataset):
         """One generator per worker process, seeded from torch (``seed_everything(workers=True)``) and
         advancing across epochs, so persistent workers do not repeat their augmentations."""
         if self._rng is None:
-            self._rng = np.random.default_rng(torch.initial_seed())
+            seed = torch.initial_seed()
+            self._rng = np.random.default_rng(seed)
+            if self.photometric is not None:
+                self.photometric.set_random_seed(seed % 2**32)
         return self._rng
 
     def _crop(self, inst: PoseInstance, visible: np.ndarray, rng) -> tuple[np.ndarray, bool]:
@@ -81,7 +84,7 @@ class TopdownPoseDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict:
         inst = self.instances[index]
-        rng = self.rng() if self.augment else None
+        rng = self.rng() if self.augment else None  # also seeds the photometric pipeline
         visible = inst.visibility > 0
         matrix, flip = self._crop(inst, visible, rng)
         image = affine.warp_image(read_image(inst.image_path), matrix, self.input_size)
