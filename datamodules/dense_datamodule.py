@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Literal
 
 import lightning as L
-import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from datamodules.dense_dataset import DenseDataset
+from datamodules.loaders import make_loader
 from datamodules.dense_files import TASKS, list_samples
 from datamodules.dense_transforms import DenseAugment, flip_classes_from_names
 from datamodules.pose_datamodule import SyntheticData
@@ -105,9 +105,7 @@ class DenseDataModule(L.LightningDataModule):
 
     def _loader(self, dataset, batch_size: int, shuffle: bool) -> DataLoader:
         hp = self.hparams
-        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, drop_last=shuffle,
-                          num_workers=hp.num_workers, pin_memory=hp.pin_memory and torch.cuda.is_available(),
-                          persistent_workers=hp.persistent_workers and hp.num_workers > 0)
+        return make_loader(dataset, batch_size, shuffle, hp.num_workers, hp.pin_memory, hp.persistent_workers)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, self.hparams.batch_size, shuffle=True)

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Literal
 
 import lightning as L
-import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from datamodules.coco_keypoints import load_detections, load_instances
+from datamodules.loaders import make_loader
 from datamodules.pose_dataset import TopdownPoseDataset
 from datamodules.transforms.topdown import TopdownAugment
 from sapiens2_ft.metainfo import load_metainfo
@@ -140,9 +140,7 @@ class PoseDataModule(L.LightningDataModule):
 
     def _loader(self, dataset, batch_size: int, shuffle: bool) -> DataLoader:
         hp = self.hparams
-        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, drop_last=shuffle,
-                          num_workers=hp.num_workers, pin_memory=hp.pin_memory and torch.cuda.is_available(),
-                          persistent_workers=hp.persistent_workers and hp.num_workers > 0)
+        return make_loader(dataset, batch_size, shuffle, hp.num_workers, hp.pin_memory, hp.persistent_workers)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, self.hparams.batch_size, shuffle=True)

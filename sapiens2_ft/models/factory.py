@@ -24,7 +24,6 @@ from transformers import (
     Sapiens2ForPoseEstimation,
     Sapiens2ForSemanticSegmentation,
     Sapiens2HeadConfig,
-    Sapiens2Model,
 )
 
 from sapiens2_ft.body_parts import SAPIENS2_PART_CLASSES
