@@ -68,7 +68,7 @@ def to_item(sample: dict, task: str, canonical_focal: float = CANONICAL_FOCAL) -
         fg = sample.get("foreground")
         item["alpha"] = torch.from_numpy(alpha[None])
         item["foreground"] = _chw(np.clip(fg, 0, 1) if fg is not None else np.zeros((h, w, 3), np.float32))
-        item["fg_mask"] = torch.from_numpy(alpha > 0 if fg is not None else np.zeros((h, w), bool))
+        item["has_foreground"] = torch.tensor(fg is not None)
     return item
 
 
@@ -80,8 +80,7 @@ class DenseDataset(Dataset):
     canonical XYZ (``canonical_pointmap``) + ``mask`` + ``scale`` + ``intrinsics`` (3, 3) of the output
     image (depth files are back-projected at the output pixel centres with that K; a pointmap file keeps
     the XYZ of its nearest source pixel); matting ``alpha`` (1, H, W) + ``foreground`` (3, H, W) in
-    [0, 1] + ``fg_mask`` bool (H, W) (foreground supervised where alpha > 0; all False without a
-    foreground file).
+    [0, 1] (zeros without a foreground file) + ``has_foreground`` bool.
 
     ``on_bad_sample="skip"``: a sample raising DataError is warned about, counted in ``skipped``
     (per worker process) and replaced by the next one.

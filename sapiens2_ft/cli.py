@@ -1,10 +1,10 @@
 """``python train.py --config pose_demo.yaml [--section.key value ...]``: LightningCLI around the task modules.
 
 - ``--config NAME`` looks NAME up in ``configs/`` when it is not a path; several ``--config`` merge in order.
-- The top-level ``task`` key (pose, ...) picks the LightningModule and DataModule.
+- The top-level ``task`` key (pose, seg, normal, pointmap, matting) picks the LightningModule and DataModule.
 - Every run gets a run directory (``--run_dir``, default ``runs/<config>/<timestamp>``) holding the
   resolved ``config.yaml``, ``checkpoints/`` (best by the task's metric, and last), the logs,
-  ``predictions.json`` and ``summary.json``.
+  the latest validation's predictions (pose ``predictions.json``, dense ``predictions/``) and ``summary.json``.
 """
 
 from __future__ import annotations
@@ -33,11 +33,16 @@ class Task:
     links: tuple[tuple[str, str], ...] = ()
 
 
+DENSE_DATA = "datamodules.dense_datamodule.DenseDataModule"
+DENSE_LINKS = (("task", "data.task"), ("data.input_size", "model.input_size"))
 TASKS = {
     "pose": Task("sapiens2_ft.modules.pose.PoseModule", "datamodules.pose_datamodule.PoseDataModule",
                  links=(("data.keypoints", "model.keypoints"), ("data.input_size", "model.input_size"))),
-    "seg": Task("sapiens2_ft.modules.segmentation.SegmentationModule", "datamodules.dense_datamodule.DenseDataModule",
-                links=(("data.class_names", "model.class_names"), ("data.input_size", "model.input_size"))),
+    "seg": Task("sapiens2_ft.modules.segmentation.SegmentationModule", DENSE_DATA,
+                links=DENSE_LINKS + (("data.class_names", "model.class_names"),)),
+    "normal": Task("sapiens2_ft.modules.normal.NormalModule", DENSE_DATA, links=DENSE_LINKS),
+    "pointmap": Task("sapiens2_ft.modules.pointmap.PointmapModule", DENSE_DATA, links=DENSE_LINKS),
+    "matting": Task("sapiens2_ft.modules.matting.MattingModule", DENSE_DATA, links=DENSE_LINKS),
 }
 
 

@@ -100,3 +100,13 @@ def tiny_pretrain_dir(tmp_path_factory) -> Path:
     config.head_config = None
     Sapiens2Model(config).save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def dense_root(tmp_path_factory) -> Path:
+    """8 synthetic images (train 6 / val 2) with every dense target."""
+    from datamodules.synthetic import generate_dataset
+
+    root = tmp_path_factory.mktemp("dense") / "synthetic"
+    generate_dataset(root, 8, seed=0, progress=False)
+    return root

@@ -23,22 +23,13 @@ SIZE = (128, 96)
 NO_PHOTO = dict(photometric_prob=0.0, blur_prob=0.0, dropout_prob=0.0)
 
 
-@pytest.fixture(scope="session")
-def dense_root(tmp_path_factory):
-    from datamodules.synthetic import generate_dataset
-
-    root = tmp_path_factory.mktemp("dense") / "synthetic"
-    generate_dataset(root, 8, seed=0, progress=False)
-    return root
-
-
 @pytest.mark.parametrize("task,keys", [
     ("seg", {"labels": (torch.int64, SIZE)}),
     ("normal", {"normals": (torch.float32, (3, *SIZE)), "mask": (torch.bool, SIZE)}),
     ("pointmap", {"pointmap": (torch.float32, (3, *SIZE)), "mask": (torch.bool, SIZE),
                   "scale": (torch.float32, ()), "intrinsics": (torch.float32, (3, 3))}),
     ("matting", {"alpha": (torch.float32, (1, *SIZE)), "foreground": (torch.float32, (3, *SIZE)),
-                 "fg_mask": (torch.bool, SIZE)}),
+                 "has_foreground": (torch.bool, ())}),
 ])
 def test_batches_per_task(dense_root, task, keys):
     dm = DenseDataModule(task, root=str(dense_root), input_size=SIZE, batch_size=2, num_workers=0,

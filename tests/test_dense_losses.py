@@ -107,7 +107,7 @@ def test_pointmap_minimum_grad_and_mask():
     mask = torch.ones(2, 1, 8, 8, dtype=torch.bool)
     mask[:, :, :2] = False
     out = pointmap_loss(target.clone(), target, mask, torch.tensor([1.5, 2.0]), torch.tensor([1.5, 2.0]))
-    assert set(out) == {"l1", "multiscale_l1", "shift_invariant_l1", "silog", "normal", "scale", "loss"}
+    assert set(out) == {"l1", "multiscale_l1", "shift_invariant_l1", "silog", "normal", "scale", "loss"}  # no K given
     assert out["loss"].item() < 1e-5
     pred = (target + 0.2 * torch.randn(target.shape, generator=_gen(5))).requires_grad_(True)
     scale = torch.tensor([1.0, 3.0], requires_grad=True)
@@ -189,3 +189,50 @@ def test_matting_hand_value():
     # Sobel x (/8, replicate pad) of [a0, a1] is 4 (a1 - a0) / 8 at both pixels: 0.25 (pred) vs 0.5 (GT);
     # y-gradients are 0 -> mean over 2 pixels x 2 directions of |diff| = (0.25 + 0.25) / 4
     assert out["gradient"].item() == pytest.approx(0.125)
+
+
+def test_intrinsics_consistency_zero_for_canonical_points_and_hand_value():
+    import numpy as np
+
+    from datamodules.dense_transforms import canonical_pointmap
+    from sapiens2_ft.losses.pointmap import intrinsics_consistency
+
+    K = np.array([[300.0, 0, 4.5], [0, 320.0, 3.0], [0, 0, 1]])
+    depth = 2.0 + np.random.default_rng(0).random((6, 8))
+    xyz, _ = canonical_pointmap(depth, K, 768.0)
+    points = torch.from_numpy(xyz).permute(2, 0, 1)[None]
+    Ks = torch.from_numpy(K)[None].float()
+    mask = torch.ones(1, 1, 6, 8)
+    assert intrinsics_consistency(points, Ks, 768.0, mask).item() == pytest.approx(0.0, abs=1e-6)
+    shifted = points.clone()
+    shifted[:, 0] += 0.1 * shifted[:, 2]  # X/Z off by 0.1 everywhere, Y/Z exact
+    assert intrinsics_consistency(shifted, Ks, 768.0, mask).item() == pytest.approx(0.05, rel=1e-4)
+    out = pointmap_loss(shifted, points, mask, intrinsics=Ks)
+    assert out["intrinsics"].item() == pytest.approx(0.05, rel=1e-4)
+
+
+def test_estimate_background_inverts_the_composite():
+    from sapiens2_ft.losses.matting import estimate_background
+
+    alpha, fg, bg, image = _matting_inputs()
+    alpha = alpha.clamp(max=0.95)
+    image = alpha * fg + (1 - alpha) * bg
+    torch.testing.assert_close(estimate_background(image, alpha, fg), bg, atol=1e-4, rtol=0)
+    opaque = torch.ones_like(alpha)
+    torch.testing.assert_close(estimate_background(image, opaque, fg), image)
+
+
+def test_matting_samples_without_foreground_skip_fg_terms():
+    alpha_gt, fg_gt, bg, image = _matting_inputs()
+    alpha = torch.rand(2, 1, 8, 8, generator=_gen(1))
+    fg = torch.rand(2, 3, 8, 8, generator=_gen(2))
+    has = torch.tensor([True, False])
+    a = matting_loss(alpha, fg, alpha_gt, fg_gt, image, bg, has_foreground=has)
+    fg_gt2, bg2 = fg_gt.clone(), bg.clone()
+    fg_gt2[1], bg2[1] = 0.0, 0.7  # unknown for sample 1: must not matter
+    b = matting_loss(alpha, fg, alpha_gt, fg_gt2, image, bg2, has_foreground=has)
+    for k in a:
+        torch.testing.assert_close(a[k], b[k])
+    full = matting_loss(alpha, fg, alpha_gt, fg_gt, image, bg)
+    torch.testing.assert_close(a["alpha"], full["alpha"])
+    assert a["foreground"] != full["foreground"]

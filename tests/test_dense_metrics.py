@@ -64,9 +64,9 @@ def test_normal_ninety_degrees():
     m = NormalMetrics()
     m.update(pred, target)
     out = m.compute()
-    assert out["mean"].item() == pytest.approx(90.0)
-    assert out["rmse"].item() == pytest.approx(90.0)
-    assert out["median"].item() == pytest.approx(90.0, abs=0.01)
+    assert out["angle_mean"].item() == pytest.approx(90.0)
+    assert out["angle_rmse"].item() == pytest.approx(90.0)
+    assert out["angle_median"].item() == pytest.approx(90.0, abs=0.01)
     assert out["within_30"].item() == 0.0
 
 
@@ -79,9 +79,9 @@ def test_normal_hand_values_mask_and_split():
     m = NormalMetrics()
     m.update(pred, target, mask)
     out = m.compute()
-    assert out["mean"].item() == pytest.approx(17.5)
-    assert out["rmse"].item() == pytest.approx(np.sqrt((0 + 100 + 400 + 1600) / 4))
-    assert out["median"].item() == pytest.approx(10.0, abs=0.01)  # lower median (2nd of 4)
+    assert out["angle_mean"].item() == pytest.approx(17.5)
+    assert out["angle_rmse"].item() == pytest.approx(np.sqrt((0 + 100 + 400 + 1600) / 4))
+    assert out["angle_median"].item() == pytest.approx(10.0, abs=0.01)  # lower median (2nd of 4)
     assert [out[f"within_{t}"].item() for t in ("5", "11.25", "22.5", "30")] == pytest.approx([25, 50, 75, 75])
     pred = torch.randn(2, 3, 5, 6, generator=_gen(1))
     target = F.normalize(torch.randn(2, 3, 5, 6, generator=_gen(2)), dim=1)

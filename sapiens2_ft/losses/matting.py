@@ -43,6 +43,16 @@ def laplacian_loss(alpha: torch.Tensor, alpha_gt: torch.Tensor, levels: int = 5)
     return sum((2.0**i) * (a - b).abs().mean() for i, (a, b) in enumerate(pairs))
 
 
+def estimate_background(image: torch.Tensor, alpha: torch.Tensor, fg: torch.Tensor, opaque: float = 0.99):
+    """Background B from I = a F + (1 - a) B: (I - a F) / (1 - a) where a < ``opaque``, else I; in [0, 1].
+
+    Where the subject is opaque B is unseen; I there makes the composition term independent of B.
+    """
+    alpha = alpha.float()
+    solved = (image - alpha * fg) / (1.0 - alpha).clamp_min(1.0 - opaque)
+    return torch.where(alpha < opaque, solved, image).clamp(0.0, 1.0)
+
+
 def matting_loss(
     alpha: torch.Tensor,
     fg: torch.Tensor,
@@ -52,6 +62,7 @@ def matting_loss(
     bg: torch.Tensor | None = None,
     unknown_mask: torch.Tensor | None = None,
     weights: dict[str, float] | None = None,
+    has_foreground: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """alpha/alpha_gt (B, 1, H, W) in [0, 1]; fg/fg_gt/image/bg (B, 3, H, W); unknown_mask (B, [1,] H, W) bool.
 
@@ -60,6 +71,8 @@ def matting_loss(
     when ``bg`` is given); ``foreground`` |F - F_gt| where a_gt > 0; ``gradient`` L1 of Sobel
     gradients of a vs a_gt (pixels at the region's edge see their outside neighbours); ``laplacian``
     pyramid L1 of the masked alphas (only when its weight > 0; default 0).
+    ``has_foreground`` (B,) bool: samples whose ``fg_gt`` (and so ``bg``) is known; the others are
+    left out of the composition and foreground terms (default: all known).
     ``weights`` overrides ``DEFAULT_WEIGHTS``. Returns the unweighted terms plus ``loss``.
     """
     if alpha.ndim != 4 or alpha.shape[1] != 1 or alpha.shape != alpha_gt.shape:
@@ -77,11 +90,12 @@ def matting_loss(
     w = {**DEFAULT_WEIGHTS, **(weights or {})}
     alpha, alpha_gt, fg, fg_gt, image = (t.float() for t in (alpha, alpha_gt, fg, fg_gt, image))
     m = as_mask(unknown_mask, alpha)
+    known = m if has_foreground is None else m * has_foreground.to(m).view(-1, 1, 1, 1)
     terms = {"alpha": masked_mean((alpha - alpha_gt).abs(), m)}
     if bg is not None:
         composite = alpha * fg + (1.0 - alpha) * bg.float()
-        terms["composition"] = masked_mean((composite - image).abs(), m)
-    terms["foreground"] = masked_mean((fg - fg_gt).abs(), m * (alpha_gt > 0).to(m.dtype))
+        terms["composition"] = masked_mean((composite - image).abs(), known)
+    terms["foreground"] = masked_mean((fg - fg_gt).abs(), known * (alpha_gt > 0).to(m.dtype))
     terms["gradient"] = masked_mean((sobel(alpha) - sobel(alpha_gt)).abs(), m)
     if w["laplacian"] > 0:
         region = m > 0

@@ -2,7 +2,7 @@
 
 Every term is computed per sample on pointmaps divided by that sample's mean ground-truth depth,
 clamped at ``TERM_CLAMP`` per sample, then averaged over the samples that have valid pixels.
-The upstream intrinsics-consistency term is not implemented.
+Pointmaps are in the canonical camera space of ``canonical_pointmap`` (focal 768, Z scaled).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from sapiens2_ft.losses.normal import as_mask
 TERM_CLAMP = 4.0
 SILOG_LAMBDA = 0.85
 DEFAULT_WEIGHTS = {
-    "l1": 2.0, "multiscale_l1": 1.0, "shift_invariant_l1": 1.0, "silog": 1.0, "normal": 2.0, "scale": 4.0,
+    "l1": 2.0, "multiscale_l1": 1.0, "shift_invariant_l1": 1.0, "silog": 1.0, "intrinsics": 1.0, "normal": 2.0,
+    "scale": 4.0,
 }  # fmt: skip
 
 
@@ -99,6 +100,25 @@ def normal_consistency(pred: torch.Tensor, target: torch.Tensor, mask: torch.Ten
     return _reduce(*_per_sample_mean(1.0 - (n_pred * n_tgt).sum(1, keepdim=True), valid))
 
 
+def intrinsics_consistency(points: torch.Tensor, intrinsics: torch.Tensor, focal: float, mask: torch.Tensor,
+                           eps: float = 1e-4) -> torch.Tensor:
+    """L1 between each point's ray (X/Z, Y/Z) and the ray of its pixel under the canonical camera.
+
+    points (B, 3, H, W) canonical XYZ, intrinsics (B, 3, 3) of the image (cx, cy and fy/fx are kept,
+    fx becomes ``focal``): pixel (row i, col j) sees the ray ((j - cx) / focal, (i - cy) / (focal fy / fx)).
+    """
+    h, w = points.shape[-2:]
+    K = intrinsics.float()
+    fy = (focal * K[:, 1, 1] / K[:, 0, 0]).view(-1, 1, 1)
+    cols = torch.arange(w, device=points.device, dtype=torch.float32).view(1, 1, w)
+    rows = torch.arange(h, device=points.device, dtype=torch.float32).view(1, h, 1)
+    ray = torch.stack([((cols - K[:, 0, 2].view(-1, 1, 1)) / focal).expand(-1, h, w),
+                       ((rows - K[:, 1, 2].view(-1, 1, 1)) / fy).expand(-1, h, w)], dim=1)
+    z = points[:, 2:3]
+    mask = mask * (z > eps).to(mask.dtype)
+    return _reduce(*_per_sample_mean((points[:, :2] / z.clamp_min(eps) - ray).abs(), mask))
+
+
 def pointmap_loss(
     pred: torch.Tensor,
     target: torch.Tensor,
@@ -106,10 +126,13 @@ def pointmap_loss(
     pred_scale: torch.Tensor | None = None,
     target_scale: torch.Tensor | None = None,
     weights: dict[str, float] | None = None,
+    intrinsics: torch.Tensor | None = None,
+    canonical_focal: float = 768.0,
 ) -> dict[str, torch.Tensor]:
-    """pred/target (B, 3, H, W) XYZ in metres (Z = depth), mask (B, [1,] H, W) of valid pixels.
+    """pred/target (B, 3, H, W) XYZ (Z = depth), mask (B, [1,] H, W) of valid pixels.
 
-    Terms: ``l1``, ``multiscale_l1``, ``shift_invariant_l1``, ``silog``, ``normal``, and ``scale``
+    Terms: ``l1``, ``multiscale_l1``, ``shift_invariant_l1``, ``silog``, ``normal``; ``intrinsics``
+    (``intrinsics_consistency`` of pred, only when the (B, 3, 3) ``intrinsics`` are given); ``scale``
     (per-sample L1 of the predicted vs ground-truth scale, only when both scales are given).
     ``weights`` overrides entries of ``DEFAULT_WEIGHTS``. Returns the unweighted terms plus ``loss``.
     """
@@ -136,6 +159,8 @@ def pointmap_loss(
         "silog": silog(p[:, 2:3], t[:, 2:3], m),
         "normal": normal_consistency(p, t, m),
     }
+    if intrinsics is not None:
+        terms["intrinsics"] = intrinsics_consistency(pred, intrinsics, canonical_focal, m)
     if pred_scale is not None:
         ps = torch.as_tensor(pred_scale, dtype=torch.float32, device=pred.device).reshape(pred.shape[0], -1)
         ts = torch.as_tensor(target_scale, dtype=torch.float32, device=pred.device).reshape(pred.shape[0], -1)

@@ -68,7 +68,7 @@ class NormalMetrics(Metric):
         self.histogram += torch.bincount(bins, minlength=NUM_BINS)
 
     def compute(self) -> dict[str, Tensor]:
-        """``mean``, ``median``, ``rmse`` (degrees); ``within_{5,11.25,22.5,30}`` (% of pixels)."""
+        """``angle_mean``, ``angle_median``, ``angle_rmse`` (degrees); ``within_{5,11.25,22.5,30}`` (% of pixels)."""
         n = self.count.clamp_min(1.0)
         cumulative = self.histogram.cumsum(0)
         if self.count > 0:
@@ -76,7 +76,7 @@ class NormalMetrics(Metric):
             median = (median_bin.double() + 0.5) * BIN_DEG
         else:
             median = self.count.new_zeros(())
-        out = {"mean": self.sum_angle / n, "median": median, "rmse": (self.sum_sq_angle / n).sqrt()}
+        out = {"angle_mean": self.sum_angle / n, "angle_median": median, "angle_rmse": (self.sum_sq_angle / n).sqrt()}
         for t, k in zip(THRESHOLDS_DEG, self.within):
             out[f"within_{t:g}"] = 100.0 * k / n
         return out

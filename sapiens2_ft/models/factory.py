@@ -21,6 +21,9 @@ import torch
 from torch import nn
 from transformers import (
     Sapiens2Config,
+    Sapiens2ForImageMatting,
+    Sapiens2ForNormalEstimation,
+    Sapiens2ForPointmapEstimation,
     Sapiens2ForPoseEstimation,
     Sapiens2ForSemanticSegmentation,
     Sapiens2HeadConfig,
@@ -29,7 +32,19 @@ from transformers import (
 from sapiens2_ft.body_parts import SAPIENS2_PART_CLASSES
 from sapiens2_ft.models import presets
 
-TASK_CLASSES = {"pose": Sapiens2ForPoseEstimation, "seg": Sapiens2ForSemanticSegmentation}
+TASK_CLASSES = {
+    "pose": Sapiens2ForPoseEstimation,
+    "seg": Sapiens2ForSemanticSegmentation,
+    "normal": Sapiens2ForNormalEstimation,
+    "pointmap": Sapiens2ForPointmapEstimation,
+    "matting": Sapiens2ForImageMatting,
+}
+# Tasks whose outputs are fixed channels rather than a label set (names only document the channels).
+OUTPUT_CHANNELS = {
+    "normal": ["normal_x", "normal_y", "normal_z"],
+    "pointmap": ["x", "y", "z"],
+    "matting": ["foreground_r", "foreground_g", "foreground_b", "alpha"],
+}
 
 # Rows of the 308-keypoint Sapiens2 pose head that hold the COCO-17 keypoints. Used when a
 # 308-keypoint checkpoint carries no keypoint names in its config.
@@ -52,12 +67,14 @@ class LoadReport:
     head: str  # "pretrained" | "transferred" | "new" | "random"
     transferred: list[str] = field(default_factory=list)
     new: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         lines = [f"model from {self.source}: backbone {self.backbone}, head {self.head}"]
         if self.head == "transferred":
             lines.append(f"  output rows transferred by name ({len(self.transferred)}): {', '.join(self.transferred)}")
             lines.append(f"  output rows new ({len(self.new)}): {', '.join(self.new) or '-'}")
+        lines += [f"  {note}" for note in self.notes]
         return "\n".join(lines)
 
 
@@ -133,7 +150,36 @@ def _configure(config: Sapiens2Config, task: str, labels: Sequence[str], image_s
     if head is not None or config.head_config is None or not config.head_config.upsample_out_channels:
         size = presets.size_of(config.hidden_size, config.num_hidden_layers)
         config.head_config = Sapiens2HeadConfig(**(head or presets.head_layout(task, size)))
+    config.head_config._init_scale_final_input_size(config.image_size, config.patch_size)  # no-op once set
     return config
+
+
+def _fit_scale_head(model, report: LoadReport) -> None:
+    """The pointmap scale MLP's input size is fixed by ``image_size``: rebuild its first layer if that changed."""
+    head = model.config.head_config
+    if not isinstance(model, Sapiens2ForPointmapEstimation) or head.scale_conv_out_channels is None:
+        return
+    trained = head.scale_final_input_size
+    head.scale_final_input_size = None
+    head._init_scale_final_input_size(model.config.image_size, model.config.patch_size)
+    if head.scale_final_input_size == trained:
+        return
+    old = model.scale_head.predictor.block1.layers[0]
+    model.scale_head.predictor.block1.layers[0] = nn.Linear(head.scale_final_input_size, old.out_features).to(
+        device=old.weight.device, dtype=old.weight.dtype)
+    report.notes.append(f"scale MLP input layer new: {trained} -> {head.scale_final_input_size} features "
+                        f"for image_size {list(model.config.image_size)}")
+
+
+def check_scale_branch(config: Sapiens2Config) -> None:
+    """The scale branch's instance norms need more than one feature pixel after its stride-2 convs."""
+    head = config.head_config
+    if head.scale_conv_out_channels and head.scale_final_input_size <= head.scale_conv_out_channels[-1]:
+        raise ValueError(
+            f"input size {list(config.image_size)} is too small for the pointmap scale branch "
+            f"({len(head.scale_conv_out_channels)} stride-2 convs leave one feature pixel); use a larger "
+            f"data.input_size or a head with fewer scale_conv_out_channels"
+        )
 
 
 def build_model(
@@ -156,12 +202,15 @@ def build_model(
         raise ValueError(f"unknown task '{task}'; known: {sorted(TASK_CLASSES)}")
     cls = TASK_CLASSES[task]
     labels = list(labels)
+    if task in OUTPUT_CHANNELS and labels != OUTPUT_CHANNELS[task]:
+        raise ValueError(f"task '{task}' predicts {OUTPUT_CHANNELS[task]}, got labels {labels}")
     if pretrained is None:
         if size not in presets.BACKBONES:
             raise ValueError(f"model.size must be one of {sorted(presets.BACKBONES)} when model.pretrained is not set")
         config = Sapiens2Config(**presets.BACKBONES[size], attn_implementation=attn_implementation)
         config.head_config = Sapiens2HeadConfig(**(head or presets.head_layout(task, size)))
         _configure(config, task, labels, image_size, pos_embed_rescale, flip_pairs, None)
+        check_scale_branch(config)
         return cls(config), LoadReport(f"size preset '{size}'", backbone="random", head="random")
 
     path = _resolve(pretrained)
@@ -172,15 +221,18 @@ def build_model(
     if architecture == cls.__name__ and head is None:
         model = cls.from_pretrained(path, attn_implementation=attn_implementation)
         old_labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
-        if old_labels != labels:
+        if task not in OUTPUT_CHANNELS and old_labels != labels:
             _transfer_rows(model, task, labels, report)
         _configure(model.config, task, labels, image_size, pos_embed_rescale, flip_pairs, None)
+        _fit_scale_head(model, report)
+        check_scale_branch(model.config)
         return model, report
 
     report.head = "new"
     report.new = labels
     _configure(config, task, labels, image_size, pos_embed_rescale, flip_pairs, head)
     config.architectures = [cls.__name__]
+    check_scale_branch(config)
     if architecture == "Sapiens2Model":
         model = cls.from_pretrained(path, config=config, attn_implementation=attn_implementation)
     else:  # another task's checkpoint: keep its backbone only

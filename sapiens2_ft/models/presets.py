@@ -30,6 +30,12 @@ for _size, _kw in BACKBONES.items():
 _POSE_DEFAULT = dict(upsample_out_channels=[1024, 768], conv_out_channels=[512, 512, 256])
 _DENSE_SHUFFLE = dict(use_pixel_shuffle=True, upsample_kernel_size=3, upsample_out_channels=[768, 512, 256, 128],
                       conv_kernel_size=3, conv_out_channels=[64, 32, 16])
+_DENSE_SHUFFLE_5B = {**_DENSE_SHUFFLE, "upsample_out_channels": [1536, 768, 512, 256], "conv_out_channels": [128, 64, 32]}
+_TINY_SHUFFLE = dict(use_pixel_shuffle=True, upsample_kernel_size=3, upsample_out_channels=[64, 32],
+                     conv_kernel_size=3, conv_out_channels=[32])
+# Pointmap scale branch: stride-2 3x3 convs, then an MLP to one scalar (input size set from image_size).
+_SCALE = dict(scale_conv_out_channels=[1536, 512, 128], scale_conv_kernel_size=3, scale_final_hidden_sizes=[512, 128])
+_TINY_SCALE = dict(scale_conv_out_channels=[32, 16], scale_conv_kernel_size=3, scale_final_hidden_sizes=[32, 16])
 
 HEADS: dict[str, dict[str, dict]] = {
     "pose": {
@@ -37,9 +43,19 @@ HEADS: dict[str, dict[str, dict]] = {
         "0.1b": _POSE_DEFAULT, "0.4b": _POSE_DEFAULT, "0.8b": _POSE_DEFAULT, "5b": _POSE_DEFAULT,
         "1b": dict(upsample_out_channels=[1536, 1024], conv_out_channels=[768, 512, 256]),
     },
+    # Tiny heads upsample 4x (the modules resize outputs to the target bilinearly): CPU demos stay fast.
     "seg": {
-        "tiny": dict(upsample_out_channels=[64, 32, 16, 16], conv_out_channels=[16]),
+        "tiny": dict(upsample_out_channels=[64, 32], conv_out_channels=[32]),
         **{size: dict(upsample_out_channels=[512, 256, 128, 64], conv_out_channels=[64, 64])
+           for size in ("0.1b", "0.4b", "0.8b", "1b", "5b")},
+    },
+    "normal": {"tiny": _TINY_SHUFFLE, **{size: _DENSE_SHUFFLE for size in ("0.1b", "0.4b", "0.8b", "1b")},
+               "5b": _DENSE_SHUFFLE_5B},
+    "matting": {"tiny": _TINY_SHUFFLE, **{size: _DENSE_SHUFFLE for size in ("0.1b", "0.4b", "0.8b", "1b")},
+                "5b": _DENSE_SHUFFLE_5B},
+    "pointmap": {
+        "tiny": {**_TINY_SHUFFLE, **_TINY_SCALE},
+        **{size: {**_DENSE_SHUFFLE, "upsample_out_channels": [1536, 768, 512, 256], **_SCALE}
            for size in ("0.1b", "0.4b", "0.8b", "1b", "5b")},
     },
 }

@@ -2,30 +2,23 @@
 
 Train: logits at the label resolution, cross-entropy (ignore index 255, optional class weights)
 plus Dice over the foreground classes. Val: mIoU / mAcc / aAcc from a confusion matrix summed
-across processes; a few predicted label maps are written to ``<run_dir>/predictions/``.
+across processes; the first validation label maps are written to ``<run_dir>/predictions/``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Sequence
 
-import cv2
-import lightning as L
 import torch
-import torch.nn.functional as F
-from lightning.pytorch.utilities import rank_zero_info
 
 from sapiens2_ft.body_parts import SAPIENS2_PART_CLASSES
 from sapiens2_ft.losses import segmentation_loss
 from sapiens2_ft.metrics import SegmentationMetrics
-from sapiens2_ft.models.factory import build_model
-from sapiens2_ft.optim import OptimConfig, build_optimizer
-from sapiens2_ft.preprocessing import normalize_images
-
-NUM_SAVED_PREDICTIONS = 8
+from sapiens2_ft.modules.dense import DenseTaskModule, resize_to
+from sapiens2_ft.optim import OptimConfig
 
 
-class SegmentationModule(L.LightningModule):
+class SegmentationModule(DenseTaskModule):
     """Fine-tune ``Sapiens2ForSemanticSegmentation`` on a class set.
 
     Args:
@@ -45,6 +38,7 @@ class SegmentationModule(L.LightningModule):
         optim: Optimiser and schedule.
     """
 
+    task = "seg"
     monitor = ("val/mIoU", "max")
 
     def __init__(
@@ -62,64 +56,27 @@ class SegmentationModule(L.LightningModule):
         ignore_index: int = 255,
         optim: OptimConfig = OptimConfig(),
     ):
-        super().__init__()
+        names = list(class_names or SAPIENS2_PART_CLASSES)
+        if class_weights is not None and len(class_weights) != len(names):
+            raise ValueError(f"model.class_weights has {len(class_weights)} values for {len(names)} classes")
+        super().__init__(names, pretrained, size, head, input_size, pos_embed_rescale, attn_implementation, optim)
+        self.class_names = names
         self.save_hyperparameters()
-        self.optim = OptimConfig(**optim) if isinstance(optim, dict) else optim
-        self.class_names = list(class_names or SAPIENS2_PART_CLASSES)
-        if class_weights is not None and len(class_weights) != len(self.class_names):
-            raise ValueError(f"model.class_weights has {len(class_weights)} values for {len(self.class_names)} classes")
-        self.model, self.load_report = build_model(
-            "seg", self.class_names, input_size, pretrained=pretrained, size=size, head=head,
-            pos_embed_rescale=pos_embed_rescale, attn_implementation=attn_implementation,
-        )
-        rank_zero_info(str(self.load_report))
-        self.model.train()  # from_pretrained returns eval mode; Lightning keeps each module's mode
         weights = torch.tensor(class_weights, dtype=torch.float32) if class_weights is not None else None
         self.register_buffer("class_weights", weights, persistent=False)
         self.val_metrics = SegmentationMetrics(len(self.class_names), ignore_index=ignore_index)
-        self._saved: list[tuple[str, torch.Tensor]] = []
 
-    def forward(self, pixel_values: torch.Tensor, size: tuple[int, int] | None = None) -> torch.Tensor:
-        logits = self.model(pixel_values).logits
-        if size is not None and tuple(logits.shape[-2:]) != tuple(size):
-            logits = F.interpolate(logits, size=size, mode="bilinear", align_corners=False)
-        return logits
+    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        return {"logits": resize_to(self.model(pixel_values).logits, size)}
 
-    def _step(self, batch: dict, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
-        labels = batch["labels"]
-        logits = self(normalize_images(batch["image"]), size=tuple(labels.shape[-2:]))
-        terms = segmentation_loss(logits, labels, self.class_weights, self.hparams.ignore_index,
-                                  self.hparams.ce_weight, self.hparams.dice_weight)
-        self.log_dict({f"{stage}/{k}": v for k, v in terms.items()}, prog_bar=stage == "train",
-                      batch_size=len(labels), sync_dist=stage == "val")
-        return terms["loss"], logits
+    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+        hp = self.hparams
+        return segmentation_loss(outputs["logits"], batch["labels"], self.class_weights, hp.ignore_index,
+                                 hp.ce_weight, hp.dice_weight)
 
-    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        return self._step(batch, "train")[0]
+    def update_metrics(self, outputs: dict, batch: dict) -> None:
+        self.val_metrics.update(outputs["logits"].argmax(1), batch["labels"])
 
-    def on_validation_epoch_start(self) -> None:
-        self.val_metrics.reset()
-        self._saved = []
-
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
-        _, logits = self._step(batch, "val")
-        prediction = logits.argmax(1)
-        self.val_metrics.update(prediction, batch["labels"])
-        for name, pred in zip(batch["name"], prediction):
-            if len(self._saved) < NUM_SAVED_PREDICTIONS:
-                self._saved.append((name, pred.to(torch.uint8).cpu()))
-
-    def on_validation_epoch_end(self) -> None:
-        metrics = self.val_metrics.compute()
-        self.log_dict({f"val/{k}": v for k, v in metrics.items()})
-
-    def write_validation_outputs(self, run_dir: Path) -> None:
-        """``predictions/NAME.png``: predicted class ids of the first validation samples."""
-        out = Path(run_dir) / "predictions"
-        out.mkdir(exist_ok=True)
-        for name, pred in self._saved:
-            cv2.imwrite(str(out / f"{name}.png"), pred.numpy())
-
-    def configure_optimizers(self):
-        total = self.trainer.estimated_stepping_batches
-        return build_optimizer(self.model, self.optim, self.model.config.num_hidden_layers, int(total))
+    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
+        """``NAME.png``: predicted class ids."""
+        return {".png": outputs["logits"][i].argmax(0).to(torch.uint8).cpu().numpy()}

@@ -1,0 +1,74 @@
+"""Surface normals: a Sapiens2 normal model trained with cosine + L1 + gradient terms on valid pixels.
+
+Train: raw 3-channel predictions at the target resolution vs camera-space unit normals (x right,
+y down, z forward), ``normal_loss`` over the mask. Val: mean / median / RMSE angular error and % of
+pixels within 5 / 11.25 / 22.5 / 30 degrees; the first validation normal maps are written to
+``<run_dir>/predictions/`` as ``NAME.npy`` (HxWx3 float16, unit) and ``NAME_normal.png`` ((n + 1) / 2 as RGB).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from sapiens2_ft.losses import normal_loss
+from sapiens2_ft.metrics import NormalMetrics
+from sapiens2_ft.models.factory import OUTPUT_CHANNELS
+from sapiens2_ft.modules.dense import DenseTaskModule, resize_to, to_png
+from sapiens2_ft.optim import OptimConfig
+
+
+class NormalModule(DenseTaskModule):
+    """Fine-tune ``Sapiens2ForNormalEstimation``.
+
+    Args:
+        pretrained: Hub id (``facebook/sapiens2-normal-0.4b``, ``facebook/sapiens2-pretrain-*``) or a local
+            ``save_pretrained`` directory. Unset: random init from ``size``.
+        size: Backbone preset when ``pretrained`` is unset: tiny, 0.1b, 0.4b, 0.8b, 1b, 5b.
+        head: Head layout override (``Sapiens2HeadConfig`` kwargs); default: the released layout.
+        input_size: Network input (H, W) (linked from ``data.input_size``).
+        pos_embed_rescale: RoPE coordinate rescale augmentation of pretraining; None = off.
+        attn_implementation: ``sdpa`` or ``eager``.
+        cos_weight: Weight of 1 - cosine (upstream 10).
+        l1_weight: Weight of L1 between the raw prediction and the unit target (upstream 1).
+        grad_weight: Weight of the MSE of x/y finite differences (upstream 10).
+        optim: Optimiser and schedule.
+    """
+
+    task = "normal"
+    monitor = ("val/angle_mean", "min")
+
+    def __init__(
+        self,
+        pretrained: str | None = None,
+        size: str | None = "tiny",
+        head: dict | None = None,
+        input_size: tuple[int, int] = (256, 192),
+        pos_embed_rescale: float | None = None,
+        attn_implementation: str = "sdpa",
+        cos_weight: float = 10.0,
+        l1_weight: float = 1.0,
+        grad_weight: float = 10.0,
+        optim: OptimConfig = OptimConfig(),
+    ):
+        super().__init__(OUTPUT_CHANNELS["normal"], pretrained, size, head, input_size, pos_embed_rescale,
+                         attn_implementation, optim)
+        self.save_hyperparameters()
+        self.val_metrics = NormalMetrics()
+
+    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        return {"normals": resize_to(self.model(pixel_values).normals, size)}
+
+    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+        hp = self.hparams
+        return normal_loss(outputs["normals"], batch["normals"], batch["mask"], hp.cos_weight, hp.l1_weight,
+                           hp.grad_weight)
+
+    def update_metrics(self, outputs: dict, batch: dict) -> None:
+        self.val_metrics.update(outputs["normals"].float(), batch["normals"], batch["mask"])
+
+    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
+        unit = F.normalize(outputs["normals"][i].float(), dim=0)
+        return {".npy": unit.permute(1, 2, 0).cpu().numpy().astype("float16"), "_normal.png": to_png(unit, -1.0, 1.0)}

@@ -1,0 +1,111 @@
+"""Pointmaps: a Sapiens2 pointmap model (canonical XYZ per pixel + a focal scale) trained with the pointmap loss set.
+
+Targets are camera XYZ re-expressed for a canonical camera of focal 768 (Z multiplied by
+``scale = 768 / fx``, see ``datamodules.dense_transforms.canonical_pointmap``); the scale branch
+predicts ``scale`` from the image, so metric points are ``(X, Y, Z_canonical / scale)``.
+Train: ``pointmap_loss`` on canonical XYZ over valid pixels (L1, multi-scale L1, shift-invariant
+L1, SiLog on Z, intrinsics and normal consistency, scale L1). Val: metric-space L2, per-axis MAE,
+RMSE, % within 5 / 10 / 20 cm and normal angle, using the predicted scale (the ground-truth one
+without a scale branch); the first validation pointmaps are written to ``<run_dir>/predictions/``
+as ``NAME.npy`` (HxWx3 metric XYZ, float32) and ``NAME_depth.png`` (turbo colour map of Z).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import cv2
+import numpy as np
+import torch
+
+from sapiens2_ft.losses import pointmap_loss
+from sapiens2_ft.losses.pointmap import DEFAULT_WEIGHTS
+from sapiens2_ft.metrics import PointmapMetrics
+from sapiens2_ft.models.factory import OUTPUT_CHANNELS
+from sapiens2_ft.modules.dense import DenseTaskModule, resize_to
+from sapiens2_ft.optim import OptimConfig
+
+MIN_SCALE = 1e-3
+
+
+def to_metric(canonical: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Canonical XYZ (B, 3, H, W) and scales (B,) -> camera XYZ: Z divided by the scale."""
+    s = scale.float().reshape(-1, 1, 1).clamp_min(MIN_SCALE)
+    return torch.cat([canonical[:, :2], canonical[:, 2:] / s.unsqueeze(1)], dim=1)
+
+
+def depth_png(z: np.ndarray) -> np.ndarray:
+    """Turbo colour map of a depth map, near = red, over its 2nd-98th percentile."""
+    finite = z[np.isfinite(z)]
+    low, high = np.percentile(finite, [2, 98]) if finite.size else (0.0, 1.0)
+    scaled = np.clip((z - low) / max(high - low, 1e-6), 0, 1)
+    return cv2.applyColorMap((255 * (1 - np.nan_to_num(scaled))).astype(np.uint8), cv2.COLORMAP_TURBO)
+
+
+class PointmapModule(DenseTaskModule):
+    """Fine-tune ``Sapiens2ForPointmapEstimation``.
+
+    Args:
+        pretrained: Hub id (``facebook/sapiens2-pointmap-0.4b``, ``facebook/sapiens2-pretrain-*``) or a
+            local ``save_pretrained`` directory. Unset: random init from ``size``.
+        size: Backbone preset when ``pretrained`` is unset: tiny, 0.1b, 0.4b, 0.8b, 1b, 5b.
+        head: Head layout override (``Sapiens2HeadConfig`` kwargs); default: the released layout, with
+            the scale branch. Its MLP input is fixed by ``input_size``: a checkpoint trained at another
+            size gets a new first MLP layer (reported when loading).
+        input_size: Network input (H, W) (linked from ``data.input_size``).
+        pos_embed_rescale: RoPE coordinate rescale augmentation of pretraining; None = off.
+        attn_implementation: ``sdpa`` or ``eager``.
+        loss_weights: Weights of ``l1``, ``multiscale_l1``, ``shift_invariant_l1``, ``silog``,
+            ``intrinsics``, ``normal``, ``scale`` (default 2, 1, 1, 1, 1, 2, 4).
+        canonical_focal: Focal length of the canonical camera (must match the data's, 768).
+        optim: Optimiser and schedule.
+    """
+
+    task = "pointmap"
+    monitor = ("val/l2", "min")
+
+    def __init__(
+        self,
+        pretrained: str | None = None,
+        size: str | None = "tiny",
+        head: dict | None = None,
+        input_size: tuple[int, int] = (256, 192),
+        pos_embed_rescale: float | None = None,
+        attn_implementation: str = "sdpa",
+        loss_weights: dict[str, float] = dict(DEFAULT_WEIGHTS),
+        canonical_focal: float = 768.0,
+        optim: OptimConfig = OptimConfig(),
+    ):
+        super().__init__(OUTPUT_CHANNELS["pointmap"], pretrained, size, head, input_size, pos_embed_rescale,
+                         attn_implementation, optim)
+        self.save_hyperparameters()
+        unknown = set(loss_weights) - set(DEFAULT_WEIGHTS)
+        if unknown:
+            raise ValueError(f"model.loss_weights: unknown names {sorted(unknown)}; known: {sorted(DEFAULT_WEIGHTS)}")
+        self.val_metrics = PointmapMetrics()
+
+    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        out = self.model(pixel_values)
+        outputs = {"pointmap": resize_to(out.pointmaps, size)}
+        if out.scales is not None:
+            outputs["scale"] = out.scales.reshape(-1)
+        return outputs
+
+    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+        has_scale = "scale" in outputs
+        return pointmap_loss(outputs["pointmap"], batch["pointmap"], batch["mask"],
+                             pred_scale=outputs["scale"] if has_scale else None,
+                             target_scale=batch["scale"] if has_scale else None,
+                             weights=self.hparams.loss_weights, intrinsics=batch["intrinsics"],
+                             canonical_focal=self.hparams.canonical_focal)
+
+    def _metric(self, outputs: dict, batch: dict) -> torch.Tensor:
+        return to_metric(outputs["pointmap"].float(), outputs.get("scale", batch["scale"]))
+
+    def update_metrics(self, outputs: dict, batch: dict) -> None:
+        self.val_metrics.update(self._metric(outputs, batch), to_metric(batch["pointmap"], batch["scale"]),
+                                batch["mask"])
+
+    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
+        xyz = self._metric(outputs, batch)[i].permute(1, 2, 0).cpu().numpy()
+        return {".npy": xyz.astype(np.float32), "_depth.png": depth_png(xyz[..., 2])}
