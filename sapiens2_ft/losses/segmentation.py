@@ -15,13 +15,16 @@ def dice_loss(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int = 25
     num_classes = logits.shape[1]
     if num_classes < 2:
         return logits.sum() * 0.0
-    valid = (labels != ignore_index).unsqueeze(1).float()
-    probs = F.softmax(logits.float(), dim=1) * valid
-    onehot = F.one_hot(torch.where(labels == ignore_index, 0, labels), num_classes).permute(0, 3, 1, 2).float() * valid
-    dims = (0, 2, 3)
-    inter = (probs * onehot).sum(dims)[1:]
-    denom = probs.sum(dims)[1:] + onehot.sum(dims)[1:]
-    return (1.0 - (2.0 * inter + smooth) / (denom + smooth)).mean()
+    valid = labels != ignore_index
+    target = torch.where(valid, labels, 0)
+    probs = F.softmax(logits.float(), dim=1)
+    # |P G| and |G| per class without a (B, C, H, W) one-hot: gather each pixel's true-class probability.
+    true_prob = probs.gather(1, target.unsqueeze(1)).squeeze(1) * valid
+    inter = torch.zeros(num_classes, device=logits.device).scatter_add(0, target.flatten(), true_prob.flatten())
+    label_count = torch.bincount(target[valid], minlength=num_classes).float()
+    prob_sum = (probs * valid.unsqueeze(1)).sum((0, 2, 3))
+    dice = 1.0 - (2.0 * inter + smooth) / (prob_sum + label_count + smooth)
+    return dice[1:].mean()
 
 
 def segmentation_loss(
