@@ -35,6 +35,7 @@ def _batch(root: Path, task: str, split: str = "train") -> dict:
 def test_train_and_validation_step(dense_root, tmp_path, task):
     torch.manual_seed(0)
     module = MODULES[task](size="tiny", input_size=SIZE)
+    module.configure_model()
     loss = module.training_step(_batch(dense_root, task), 0)
     assert torch.isfinite(loss) and loss > 0
     loss.backward()

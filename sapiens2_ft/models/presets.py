@@ -30,7 +30,8 @@ for _size, _kw in BACKBONES.items():
 _POSE_DEFAULT = dict(upsample_out_channels=[1024, 768], conv_out_channels=[512, 512, 256])
 _DENSE_SHUFFLE = dict(use_pixel_shuffle=True, upsample_kernel_size=3, upsample_out_channels=[768, 512, 256, 128],
                       conv_kernel_size=3, conv_out_channels=[64, 32, 16])
-_DENSE_SHUFFLE_5B = {**_DENSE_SHUFFLE, "upsample_out_channels": [1536, 768, 512, 256], "conv_out_channels": [128, 64, 32]}
+_DENSE_SHUFFLE_5B = {**_DENSE_SHUFFLE, "upsample_out_channels": [1536, 768, 512, 256],
+                     "conv_out_channels": [128, 64, 32]}
 _TINY_SHUFFLE = dict(use_pixel_shuffle=True, upsample_kernel_size=3, upsample_out_channels=[64, 32],
                      conv_kernel_size=3, conv_out_channels=[32])
 # Pointmap scale branch: stride-2 3x3 convs, then an MLP to one scalar (input size set from image_size).

@@ -12,6 +12,7 @@ A task module (``segmentation``, ``normal``, ``pointmap``, ``matting``) subclass
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -20,9 +21,8 @@ import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.utilities import rank_zero_info
-
 from sapiens2_ft.models.factory import build_model
+from sapiens2_ft.models.sharding import ScaleConfig, configure_task_model
 from sapiens2_ft.optim import OptimConfig, build_optimizer
 from sapiens2_ft.preprocessing import normalize_images
 
@@ -44,17 +44,20 @@ class DenseTaskModule(L.LightningModule):
 
     def __init__(self, labels: Sequence[str], pretrained: str | None, size: str | None, head: dict | None,
                  input_size: Sequence[int], pos_embed_rescale: float | None, attn_implementation: str,
-                 optim: OptimConfig | dict):
+                 optim: OptimConfig | dict, scale: ScaleConfig | dict):
         super().__init__()
-        # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the object here.
+        # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the objects here.
         self.optim = OptimConfig(**optim) if isinstance(optim, dict) else optim
-        self.model, self.load_report = build_model(
-            self.task, labels, input_size, pretrained=pretrained, size=size, head=head,
-            pos_embed_rescale=pos_embed_rescale, attn_implementation=attn_implementation,
-        )
-        rank_zero_info(str(self.load_report))
-        self.model.train()  # from_pretrained returns eval mode; Lightning keeps each module's mode
+        self.scale = ScaleConfig(**scale) if isinstance(scale, dict) else scale
+        self._build = partial(build_model, self.task, list(labels), input_size, pretrained=pretrained, size=size,
+                              head=head, pos_embed_rescale=pos_embed_rescale,
+                              attn_implementation=attn_implementation)
+        self.model: torch.nn.Module | None = None  # built in configure_model, for the trainer's strategy
+        self.load_report = None
         self._saved: list[tuple[str, dict[str, np.ndarray]]] = []
+
+    def configure_model(self) -> None:
+        configure_task_model(self, self._build, self.task, self.scale)
 
     def forward(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
         """Normalised images (B, 3, H, W) -> the task's output maps at ``size`` (default: as predicted)."""

@@ -19,6 +19,7 @@ from sapiens2_ft.losses.matting import DEFAULT_WEIGHTS, estimate_background
 from sapiens2_ft.metrics import MattingMetrics
 from sapiens2_ft.models.factory import OUTPUT_CHANNELS
 from sapiens2_ft.modules.dense import DenseTaskModule, resize_to, to_png
+from sapiens2_ft.models.sharding import ScaleConfig
 from sapiens2_ft.optim import OptimConfig
 
 
@@ -36,6 +37,7 @@ class MattingModule(DenseTaskModule):
         loss_weights: Weights of ``alpha``, ``composition``, ``foreground``, ``gradient``, ``laplacian``
             (default 1, 1, 1, 1, 0).
         optim: Optimiser and schedule.
+        scale: Activation checkpointing and FSDP2 options (``sapiens2_ft.models.sharding.ScaleConfig``).
     """
 
     task = "matting"
@@ -51,9 +53,10 @@ class MattingModule(DenseTaskModule):
         attn_implementation: str = "sdpa",
         loss_weights: dict[str, float] = dict(DEFAULT_WEIGHTS),
         optim: OptimConfig = OptimConfig(),
+        scale: ScaleConfig = ScaleConfig(),
     ):
         super().__init__(OUTPUT_CHANNELS["matting"], pretrained, size, head, input_size, pos_embed_rescale,
-                         attn_implementation, optim)
+                         attn_implementation, optim, scale)
         self.save_hyperparameters()
         unknown = set(loss_weights) - set(DEFAULT_WEIGHTS)
         if unknown:

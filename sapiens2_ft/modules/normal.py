@@ -17,6 +17,7 @@ from sapiens2_ft.losses import normal_loss
 from sapiens2_ft.metrics import NormalMetrics
 from sapiens2_ft.models.factory import OUTPUT_CHANNELS
 from sapiens2_ft.modules.dense import DenseTaskModule, resize_to, to_png
+from sapiens2_ft.models.sharding import ScaleConfig
 from sapiens2_ft.optim import OptimConfig
 
 
@@ -35,6 +36,7 @@ class NormalModule(DenseTaskModule):
         l1_weight: Weight of L1 between the raw prediction and the unit target (upstream 1).
         grad_weight: Weight of the MSE of x/y finite differences (upstream 10).
         optim: Optimiser and schedule.
+        scale: Activation checkpointing and FSDP2 options (``sapiens2_ft.models.sharding.ScaleConfig``).
     """
 
     task = "normal"
@@ -52,9 +54,10 @@ class NormalModule(DenseTaskModule):
         l1_weight: float = 1.0,
         grad_weight: float = 10.0,
         optim: OptimConfig = OptimConfig(),
+        scale: ScaleConfig = ScaleConfig(),
     ):
         super().__init__(OUTPUT_CHANNELS["normal"], pretrained, size, head, input_size, pos_embed_rescale,
-                         attn_implementation, optim)
+                         attn_implementation, optim, scale)
         self.save_hyperparameters()
         self.val_metrics = NormalMetrics()
 

@@ -23,6 +23,7 @@ from sapiens2_ft.losses.pointmap import DEFAULT_WEIGHTS
 from sapiens2_ft.metrics import PointmapMetrics
 from sapiens2_ft.models.factory import OUTPUT_CHANNELS
 from sapiens2_ft.modules.dense import DenseTaskModule, resize_to
+from sapiens2_ft.models.sharding import ScaleConfig
 from sapiens2_ft.optim import OptimConfig
 
 MIN_SCALE = 1e-3
@@ -59,6 +60,7 @@ class PointmapModule(DenseTaskModule):
             ``intrinsics``, ``normal``, ``scale`` (default 2, 1, 1, 1, 1, 2, 4).
         canonical_focal: Focal length of the canonical camera (must match the data's, 768).
         optim: Optimiser and schedule.
+        scale: Activation checkpointing and FSDP2 options (``sapiens2_ft.models.sharding.ScaleConfig``).
     """
 
     task = "pointmap"
@@ -75,9 +77,10 @@ class PointmapModule(DenseTaskModule):
         loss_weights: dict[str, float] = dict(DEFAULT_WEIGHTS),
         canonical_focal: float = 768.0,
         optim: OptimConfig = OptimConfig(),
+        scale: ScaleConfig = ScaleConfig(),
     ):
         super().__init__(OUTPUT_CHANNELS["pointmap"], pretrained, size, head, input_size, pos_embed_rescale,
-                         attn_implementation, optim)
+                         attn_implementation, optim, scale)
         self.save_hyperparameters()
         unknown = set(loss_weights) - set(DEFAULT_WEIGHTS)
         if unknown:

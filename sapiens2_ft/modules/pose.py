@@ -9,12 +9,12 @@ Val: flip test, DARK-UDP decode, inverse crop affine to image pixels, OKS AP via
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
 import lightning as L
 import torch
-from lightning.pytorch.utilities import rank_zero_info
 
 from sapiens2_ft.codecs import decode_heatmaps, encode_heatmaps, flip_heatmaps, heatmap_to_input_coords
 from sapiens2_ft.codecs import input_to_heatmap_coords
@@ -22,6 +22,7 @@ from sapiens2_ft.losses import heatmap_cross_entropy, weighted_heatmap_mse
 from sapiens2_ft.metainfo import load_metainfo
 from sapiens2_ft.metrics import CocoKeypointAP
 from sapiens2_ft.models.factory import build_model
+from sapiens2_ft.models.sharding import ScaleConfig, configure_task_model
 from sapiens2_ft.optim import OptimConfig, build_optimizer
 from sapiens2_ft.preprocessing import normalize_images
 
@@ -45,6 +46,7 @@ class PoseModule(L.LightningModule):
         loss_weight: Multiplier of the loss (upstream MSE: 10).
         flip_test: Average with the flipped-back heatmaps of the mirrored crop at validation.
         optim: Optimiser and schedule.
+        scale: Activation checkpointing and FSDP2 options (``sapiens2_ft.models.sharding.ScaleConfig``).
     """
 
     monitor = ("val/AP", "max")  # checkpoint selection and the run summary's headline metric
@@ -63,22 +65,27 @@ class PoseModule(L.LightningModule):
         loss_weight: float = 10.0,
         flip_test: bool = True,
         optim: OptimConfig = OptimConfig(),
+        scale: ScaleConfig = ScaleConfig(),
     ):
         super().__init__()
         self.save_hyperparameters()
-        # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the object here.
+        # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the objects here.
         self.optim = OptimConfig(**optim) if isinstance(optim, dict) else optim
+        self.scale = ScaleConfig(**scale) if isinstance(scale, dict) else scale
         self.metainfo = load_metainfo(keypoints)
-        self.model, self.load_report = build_model(
-            "pose", self.metainfo.keypoint_names, input_size, pretrained=pretrained, size=size, head=head,
-            pos_embed_rescale=pos_embed_rescale, flip_pairs=self.metainfo.flip_pairs,
+        self._build = partial(
+            build_model, "pose", self.metainfo.keypoint_names, input_size, pretrained=pretrained, size=size,
+            head=head, pos_embed_rescale=pos_embed_rescale, flip_pairs=self.metainfo.flip_pairs,
             attn_implementation=attn_implementation,
         )
-        rank_zero_info(str(self.load_report))
-        self.model.train()  # from_pretrained returns eval mode; Lightning keeps each module's mode
+        self.model: torch.nn.Module | None = None  # built in configure_model, for the trainer's strategy
+        self.load_report = None
         self.register_buffer("flip_indices", torch.tensor(self.metainfo.flip_indices), persistent=False)
         self.loss_fn = LOSSES[loss]
         self.val_ap: CocoKeypointAP | None = None
+
+    def configure_model(self) -> None:
+        configure_task_model(self, self._build, "pose", self.scale)
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
         return self.model(pixel_values).heatmaps

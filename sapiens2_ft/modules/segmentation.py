@@ -15,6 +15,7 @@ from sapiens2_ft.body_parts import SAPIENS2_PART_CLASSES
 from sapiens2_ft.losses import segmentation_loss
 from sapiens2_ft.metrics import SegmentationMetrics
 from sapiens2_ft.modules.dense import DenseTaskModule, resize_to
+from sapiens2_ft.models.sharding import ScaleConfig
 from sapiens2_ft.optim import OptimConfig
 
 
@@ -36,6 +37,7 @@ class SegmentationModule(DenseTaskModule):
         dice_weight: Weight of the Dice term.
         ignore_index: Label value that is ignored by loss and metrics.
         optim: Optimiser and schedule.
+        scale: Activation checkpointing and FSDP2 options (``sapiens2_ft.models.sharding.ScaleConfig``).
     """
 
     task = "seg"
@@ -55,11 +57,13 @@ class SegmentationModule(DenseTaskModule):
         dice_weight: float = 1.0,
         ignore_index: int = 255,
         optim: OptimConfig = OptimConfig(),
+        scale: ScaleConfig = ScaleConfig(),
     ):
         names = list(class_names or SAPIENS2_PART_CLASSES)
         if class_weights is not None and len(class_weights) != len(names):
             raise ValueError(f"model.class_weights has {len(class_weights)} values for {len(names)} classes")
-        super().__init__(names, pretrained, size, head, input_size, pos_embed_rescale, attn_implementation, optim)
+        super().__init__(names, pretrained, size, head, input_size, pos_embed_rescale, attn_implementation, optim,
+                         scale)
         self.class_names = names
         self.save_hyperparameters()
         weights = torch.tensor(class_weights, dtype=torch.float32) if class_weights is not None else None

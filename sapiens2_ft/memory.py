@@ -1,0 +1,275 @@
+"""Memory per device before launch: ``python -m sapiens2_ft.memory --config X [--world_size N] [overrides]``.
+
+Reads the same configs and overrides as ``train.py`` and prints, per device, the parameters, gradients,
+AdamW state, FSDP2 gathered parameters, and activations without and with activation checkpointing,
+for the configured size, resolution, batch and strategy, and whether it fits ``--device_memory_gb``.
+
+How the figures are made:
+- parameter counts: the task model built on the meta device (exact, nothing allocated);
+- parameters, gradients, AdamW moments: fp32 (4 + 4 + 8 bytes per parameter), divided by the world
+  size under FSDP2; DDP adds gradient buckets (4 bytes per parameter);
+- FSDP2 gathered parameters: two blocks (the current one and the prefetched next) plus the root
+  (embeddings, head) in the compute dtype;
+- activations: one real transformer block of each kind (full and grouped-query attention) run on the
+  CPU for one sample at the configured token count (bf16 autocast for bf16 precision), counting the
+  tensors autograd saves for backward; times the batch and the number of blocks of each kind; plus the
+  head, counted on the meta device. Checkpointed blocks keep only their input, and backward
+  recomputes one block at a time.
+Not counted: the CUDA context and allocator fragmentation (keep ~10% free), data-loader pinned memory.
+The activations are those of eager PyTorch; ``torch.compile`` fuses element-wise ops and saves less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import Sapiens2Config
+from transformers.models.sapiens2.modeling_sapiens2 import Sapiens2Layer, Sapiens2RopePositionEmbedding
+
+from sapiens2_ft.models import presets
+from sapiens2_ft.models.factory import OUTPUT_CHANNELS, build_model
+
+GIB = 2**30
+HEADROOM = 0.9  # usable share of device memory (CUDA context, fragmentation)
+
+
+@dataclass
+class Setup:
+    """What the estimate depends on, as read from a config."""
+
+    task: str
+    size: str
+    num_labels: int
+    input_size: tuple[int, int]
+    batch_size: int
+    world_size: int
+    strategy: str  # "single" | "ddp" | "fsdp2"
+    bf16: bool
+    checkpoint_every: int
+    cpu_offload: bool
+
+
+@dataclass
+class Estimate:
+    """Bytes per device."""
+
+    params: float
+    grads: float
+    optimizer: float
+    buffers: float  # FSDP2 gathered parameters or DDP gradient buckets
+    activations: float
+    activations_checkpointed: float
+    num_params: int
+
+    def total(self, checkpointed: bool) -> float:
+        act = self.activations_checkpointed if checkpointed else self.activations
+        return self.params + self.grads + self.optimizer + self.buffers + act
+
+
+def _saved_bytes(fn) -> int:
+    """Bytes of the tensors autograd saves for backward while running ``fn()``."""
+    total = 0
+
+    def pack(t):
+        nonlocal total
+        total += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return total
+
+
+def block_activation_bytes(config: Sapiens2Config, layer_idx: int, input_size, bf16: bool) -> tuple[int, int, int]:
+    """(saved bytes per sample, saved bytes independent of the batch, input bytes per sample) of one
+    block, measured on the CPU at batch 1 and 2 (autocast saves bf16 copies of the weights once)."""
+    torch.manual_seed(0)
+    layer = Sapiens2Layer(config, layer_idx=layer_idx)
+    rope = Sapiens2RopePositionEmbedding(config)
+    h, w = input_size
+    tokens = 1 + config.num_register_tokens + (h // config.patch_size) * (w // config.patch_size)
+    saved = []
+    for batch in (1, 2):
+        position = rope(torch.empty(batch, 3, h, w))
+        x = torch.randn(batch, tokens, config.hidden_size, requires_grad=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            saved.append(_saved_bytes(lambda: layer(x, position_embeddings=position)))
+    per_sample = saved[1] - saved[0]
+    return per_sample, saved[0] - per_sample, tokens * config.hidden_size * 4
+
+
+def head_activation_bytes(model, input_size, batch: int, bf16: bool) -> int:
+    """Saved bytes of the task head for ``batch`` samples (counted on the meta device)."""
+    config = model.config
+    h, w = input_size[0] // config.patch_size, input_size[1] // config.patch_size
+    with torch.device("meta"):
+        features = torch.empty(batch, config.hidden_size, h, w, requires_grad=True)
+        saved = _saved_bytes(lambda: model.decode_head(features))
+        if getattr(model, "scale_head", None) is not None and not isinstance(model.scale_head, torch.nn.Identity):
+            saved += _saved_bytes(lambda: model.scale_head(features))
+    return saved // 2 if bf16 else saved
+
+
+def estimate(setup: Setup) -> Estimate:
+    labels = OUTPUT_CHANNELS.get(setup.task) or [f"label_{i}" for i in range(setup.num_labels)]
+    with torch.device("meta"):
+        model, _ = build_model(setup.task, labels, setup.input_size, size=setup.size)
+    config = model.config
+    num_params = sum(p.numel() for p in model.parameters())
+    blocks = [m for m in model.modules() if isinstance(m, Sapiens2Layer)]
+    block_params = max(sum(p.numel() for p in b.parameters()) for b in blocks)
+    sharded = setup.strategy == "fsdp2"
+    shard = setup.world_size if sharded else 1
+    on_device = 0.0 if (sharded and setup.cpu_offload) else 1.0
+    compute_bytes = 2 if setup.bf16 else 4
+    if sharded:
+        root_params = num_params - sum(sum(p.numel() for p in b.parameters()) for b in blocks)
+        buffers = (2 * block_params + root_params) * compute_bytes
+    else:
+        buffers = 4 * num_params if setup.strategy == "ddp" else 0
+
+    num_full = config.num_first_full_attention_layers + config.num_last_full_attention_layers
+    num_full = min(num_full, config.num_hidden_layers)
+    full = block_activation_bytes(config, 0, setup.input_size, setup.bf16)
+    gqa = full
+    if num_full < config.num_hidden_layers:
+        gqa = block_activation_bytes(config, config.num_first_full_attention_layers, setup.input_size, setup.bf16)
+    b = setup.batch_size
+    head = head_activation_bytes(model, setup.input_size, b, setup.bf16)
+    first = config.num_first_full_attention_layers
+    last = config.num_hidden_layers - config.num_last_full_attention_layers
+    layers = [full if i < first or i >= last else gqa for i in range(config.num_hidden_layers)]
+    activations = sum(b * per_sample + fixed for per_sample, fixed, _ in layers) + head
+    every = setup.checkpoint_every
+    if every > 0:  # a checkpointed block keeps its (fp32 residual) input; backward recomputes one block at a time
+        kept = sum(b * per_sample + fixed for i, (per_sample, fixed, _) in enumerate(layers) if i % every != 0)
+        inputs = sum(b * block_input for i, (_, _, block_input) in enumerate(layers) if i % every == 0)
+        recompute = max(b * per_sample + fixed for per_sample, fixed, _ in layers)
+        checkpointed = kept + inputs + recompute + head
+    else:
+        checkpointed = activations
+    return Estimate(
+        params=on_device * 4 * num_params / shard,
+        grads=on_device * 4 * num_params / shard,
+        optimizer=on_device * 8 * num_params / shard,
+        buffers=buffers,
+        activations=activations,
+        activations_checkpointed=checkpointed,
+        num_params=num_params,
+    )
+
+
+# --------------------------------------------------------------------------- reading a config
+
+
+def _size_of_pretrained(pretrained: str) -> str:
+    if Path(pretrained).is_dir():
+        config = Sapiens2Config.from_pretrained(pretrained)
+        size = presets.size_of(config.hidden_size, config.num_hidden_layers)
+        if size is None:
+            raise SystemExit(f"{pretrained}: hidden {config.hidden_size} x {config.num_hidden_layers} layers is not "
+                             f"a Sapiens2 size preset")
+        return size
+    match = re.search(r"(0\.1b|0\.4b|0\.8b|1b|5b)", pretrained)
+    if not match:
+        raise SystemExit(f"cannot tell the model size of '{pretrained}'; set --model.size")
+    return match.group(1)
+
+
+def _strategy_name(strategy) -> str:
+    text = str(getattr(strategy, "class_path", strategy)).lower()
+    if "fsdp" in text or "modelparallel" in text:
+        return "fsdp2"
+    return "ddp" if "ddp" in text else "single"
+
+
+def setup_from_config(argv: list[str], world_size: int | None) -> Setup:
+    """Parse ``argv`` exactly as ``train.py`` does (nothing is instantiated) into a :class:`Setup`."""
+    from sapiens2_ft.cli import Sapiens2CLI, resolve_config_args, task_of
+
+    class ParseOnly(Sapiens2CLI):
+        def before_instantiate_classes(self) -> None:
+            pass
+
+        def instantiate_classes(self) -> None:
+            pass
+
+    argv = resolve_config_args(argv)
+    task = task_of(argv)
+    sys.argv = sys.argv[:1]  # the arguments are passed explicitly
+    cli = ParseOnly(task, args=argv, run=False)
+    c = cli.config
+    model, data, trainer = c.model, c.data, c.trainer
+    size = _size_of_pretrained(model.pretrained) if model.pretrained else model.size
+    if task == "pose":
+        from sapiens2_ft.metainfo import load_metainfo
+
+        num_labels = len(load_metainfo(data.keypoints).keypoint_names)
+    elif task == "seg":
+        num_labels = data.num_classes
+    else:
+        num_labels = len(OUTPUT_CHANNELS[task])
+    if world_size is None:
+        devices = trainer.devices if isinstance(trainer.devices, int) else 1
+        world_size = devices * (trainer.num_nodes or 1)
+    scale = model.scale
+    precision = str(trainer.precision or "bf16-mixed")  # unset: bf16-mixed on GPU
+    strategy = _strategy_name(trainer.strategy)
+    if strategy == "single" and world_size > 1:
+        strategy = "ddp"
+    return Setup(task=task, size=size, num_labels=num_labels, input_size=tuple(data.input_size),
+                 batch_size=data.batch_size, world_size=world_size, strategy=strategy,
+                 bf16="bf16" in precision, checkpoint_every=scale.activation_checkpointing or 0,
+                 cpu_offload=bool(scale.cpu_offload))
+
+
+def report(setup: Setup, est: Estimate, device_memory_gb: float) -> str:
+    s = setup
+    lines = [
+        f"{s.task} {s.size} ({est.num_params / 1e9:.3f} B parameters), input {s.input_size[0]}x{s.input_size[1]}, "
+        f"batch {s.batch_size} per device, {s.strategy} on {s.world_size} device(s), "
+        f"{'bf16' if s.bf16 else 'fp32'}{', CPU offload' if s.cpu_offload else ''}",
+        f"  parameters (fp32)            {est.params / GIB:8.2f} GiB",
+        f"  gradients (fp32)             {est.grads / GIB:8.2f} GiB",
+        f"  AdamW state (fp32)           {est.optimizer / GIB:8.2f} GiB",
+        f"  {'gathered params (FSDP2)' if s.strategy == 'fsdp2' else 'gradient buckets (DDP)':<28} "
+        f"{est.buffers / GIB:8.2f} GiB",
+        f"  activations                  {est.activations / GIB:8.2f} GiB",
+        f"  activations, checkpointing   {est.activations_checkpointed / GIB:8.2f} GiB"
+        f" (every {max(s.checkpoint_every, 1)} block{'s' if max(s.checkpoint_every, 1) > 1 else ''})",
+    ]
+    usable = HEADROOM * device_memory_gb * GIB
+    for checkpointed in (False, True):
+        total = est.total(checkpointed)
+        verdict = "fits" if total <= usable else "does NOT fit"
+        lines.append(f"  total {'with' if checkpointed else 'without'} checkpointing  {total / GIB:8.2f} GiB -> "
+                     f"{verdict} in {device_memory_gb:g} GB ({HEADROOM:.0%} usable)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> Estimate:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
+    parser.add_argument("--world_size", type=int, default=None, help="devices in total (default: from the config)")
+    parser.add_argument("--device_memory_gb", type=float, default=80.0, help="memory of one device")
+    parser.add_argument("--activation_checkpointing", type=int, default=None,
+                        help="estimate with checkpointing of every n-th block (default: the config's, or 1)")
+    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    setup = setup_from_config(rest, args.world_size)
+    if args.activation_checkpointing is not None:
+        setup.checkpoint_every = args.activation_checkpointing
+    elif setup.checkpoint_every == 0:
+        setup.checkpoint_every = 1
+    print(f"measuring one {setup.size} block at {setup.input_size[0]}x{setup.input_size[1]} on the CPU ...",
+          file=sys.stderr)
+    est = estimate(setup)
+    print(report(setup, est, args.device_memory_gb))
+    return est
+
+
+if __name__ == "__main__":
+    main()
