@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,7 +158,8 @@ class Sapiens2CLI(LightningCLI):
 def main(argv: list[str] | None = None) -> dict:
     """Parse, fit, validate the final weights, write the summary; returns the summary."""
     argv = resolve_config_args(sys.argv[1:] if argv is None else argv)
-    sys.argv = sys.argv[:1]  # the parsed arguments are passed explicitly below
+    # sys.argv stays as it is: Lightning's launcher starts the other ranks by re-running it.
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
     cli = Sapiens2CLI(task_of(argv), args=argv, run=False, seed_everything_default=0,
                       save_config_kwargs={"overwrite": True}, auto_configure_optimizers=False)
     trainer, model, data = cli.trainer, cli.model, cli.datamodule
