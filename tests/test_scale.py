@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +20,24 @@ REPO = Path(__file__).resolve().parent.parent
 TOLERANCE = 1e-5  # float32 reductions in another order (two half-batches + all-reduce) differ in the last bits
 
 
+def run_job(cmd: list[str], cwd: Path, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run a (possibly multi-process) command in its own process group; on timeout kill the whole group,
+    so ranks that Lightning launched do not outlive a hung test."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"timed out after {timeout} s: {' '.join(cmd)}\n{err[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def _fit(runs: Path, name: str, *args: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, str(REPO / "tests" / "distributed_fit.py"), "--out", str(runs / name), *args]
-    done = subprocess.run(cmd, cwd=runs, env=env, capture_output=True, text=True, timeout=600)
+    done = run_job(cmd, runs, env)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((runs / name / "result.json").read_text())
 
@@ -142,7 +157,7 @@ def test_train_py_with_the_fsdp2_config_piece(dense_root, tmp_path):
            "--data.batch_size", "2", "--data.num_workers", "0", "--trainer.devices", "2",
            "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.enable_progress_bar", "false"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # two ranks on two cores
-    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    done = run_job(cmd, REPO, env)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["global_step"] == 2 and "mIoU" in summary["metrics"]
