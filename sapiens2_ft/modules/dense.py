@@ -21,6 +21,7 @@ import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
+
 from sapiens2_ft.models.factory import build_model
 from sapiens2_ft.models.sharding import ScaleConfig, configure_task_model
 from sapiens2_ft.optim import OptimConfig, build_optimizer
