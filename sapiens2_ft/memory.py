@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,7 +202,7 @@ def setup_from_config(argv: list[str], world_size: int | None) -> Setup:
 
     argv = resolve_config_args(argv)
     task = task_of(argv)
-    sys.argv = sys.argv[:1]  # the arguments are passed explicitly
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
     cli = ParseOnly(task, args=argv, run=False)
     c = cli.config
     model, data, trainer = c.model, c.data, c.trainer

@@ -118,3 +118,9 @@ def test_to_metric_divides_depth_by_scale():
 def test_scale_branch_too_small_input_is_a_clear_error():
     with pytest.raises(ValueError, match="too small for the pointmap scale branch"):
         build_model("pointmap", OUTPUT_CHANNELS["pointmap"], (128, 96), size="0.1b")
+
+
+@pytest.mark.parametrize("module", [MattingModule, PointmapModule])
+def test_unknown_loss_weight_names_are_a_clear_error(module):
+    with pytest.raises(ValueError, match=r"model.loss_weights: unknown names \['nope'\]"):
+        module(size="tiny", loss_weights={"nope": 1.0})

@@ -163,3 +163,18 @@ def test_train_py_with_the_fsdp2_config_piece(dense_root, tmp_path):
     assert summary["global_step"] == 2 and "mIoU" in summary["metrics"]
     assert (run_dir / "checkpoints" / "last.ckpt").is_dir()  # distributed checkpoint: one shard per rank
     assert "backbone pretrained, head new" in summary["model"]
+
+
+def test_memory_cli_reads_the_recipe_like_train_py():
+    from sapiens2_ft.memory import Estimate, report, setup_from_config
+
+    setup = setup_from_config(["--config", "pose_coco_5b.yaml", "--data.batch_size", "3"], world_size=8)
+    assert (setup.task, setup.size, setup.num_labels, setup.input_size) == ("pose", "5b", 17, (1024, 768))
+    assert (setup.batch_size, setup.world_size, setup.strategy) == (3, 8, "fsdp2")
+    assert setup.bf16 and setup.checkpoint_every == 1 and not setup.cpu_offload
+    assert setup_from_config(["--config", "seg_custom.yaml"], world_size=2).strategy == "ddp"
+    gib = 2**30
+    text = report(setup, Estimate(params=gib, grads=gib, optimizer=2 * gib, buffers=0, activations=100 * gib,
+                                  activations_checkpointed=10 * gib, num_params=10**9), device_memory_gb=80)
+    assert "total without checkpointing    104.00 GiB -> does NOT fit" in text
+    assert "total with checkpointing     14.00 GiB -> fits" in text
