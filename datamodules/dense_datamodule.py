@@ -15,6 +15,7 @@ from datamodules.dense_files import TASKS, list_samples
 from datamodules.dense_transforms import DenseAugment, flip_classes_from_names
 from datamodules.pose_datamodule import SyntheticData
 from datamodules.synthetic.parts import SAPIENS2_PART_CLASSES
+from sapiens2_ft.checkpoints import plain_hparams
 
 
 class DenseDataModule(L.LightningDataModule):
@@ -63,6 +64,7 @@ class DenseDataModule(L.LightningDataModule):
         if task not in TASKS:
             raise ValueError(f"dense_datamodule.py: unknown task {task!r}; expected one of {TASKS}")
         self.save_hyperparameters()
+        plain_hparams(self)  # checkpoints stay loadable with weights_only=True
         # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the objects here.
         self.augment = DenseAugment(**augment) if isinstance(augment, dict) else augment
         self.synthetic = SyntheticData(**synthetic) if isinstance(synthetic, dict) else synthetic

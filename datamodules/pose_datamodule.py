@@ -24,6 +24,7 @@ from datamodules.loaders import make_loader
 from datamodules.pose_dataset import TopdownPoseDataset
 from datamodules.transforms.topdown import TopdownAugment
 from sapiens2_ft.metainfo import load_metainfo
+from sapiens2_ft.checkpoints import plain_hparams
 
 
 @dataclass
@@ -95,6 +96,7 @@ class PoseDataModule(L.LightningDataModule):
     ):
         super().__init__()
         self.save_hyperparameters()
+        plain_hparams(self)  # checkpoints stay loadable with weights_only=True
         # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the objects here.
         self.augment = TopdownAugment(**augment) if isinstance(augment, dict) else augment
         self.synthetic = SyntheticData(**synthetic) if isinstance(synthetic, dict) else synthetic

@@ -53,6 +53,17 @@ class KeypointMetainfo:
     def index(self, name: str) -> int:
         return self.keypoint_names.index(name)
 
+    def to_dict(self) -> dict:
+        """The YAML form (``parse_metainfo`` of it gives this set back); exports carry it as ``keypoints.yaml``."""
+        names = list(self.keypoint_names)
+        swap = {names[k]: names[j] for k, j in enumerate(self.flip_indices)
+                if k < j and _mirror_name(names[k]) != names[j]}
+        data = {"name": self.name, "keypoints": names, "sigmas": list(self.sigmas),
+                "skeleton": [[names[a], names[b]] for a, b in self.skeleton],
+                "upper_body": [names[i] for i in self.upper_body_ids],
+                "lower_body": [names[i] for i in self.lower_body_ids]}
+        return {**data, "swap": swap} if swap else data
+
 
 def _mirror_name(name: str) -> str | None:
     """``left_eye`` -> ``right_eye``: swaps a whole ``left``/``right`` word (any case) between ``_``."""
