@@ -8,6 +8,9 @@ from pathlib import Path
 import lightning as L
 import torch
 
+from sapiens2_ft.checkpoints import RECORD_KEY
+from sapiens2_ft.tracking import wandb_run_id
+
 
 def _plain(value):
     if isinstance(value, torch.Tensor):
@@ -33,8 +36,14 @@ class RunArtifacts(L.Callback):
         if trainer.is_global_zero:
             pl_module.write_validation_outputs(self.run_dir)
 
-    def write_summary(self, trainer: L.Trainer, pl_module: L.LightningModule, datamodule, wall_time_s: float) -> dict:
-        checkpoint = trainer.checkpoint_callback
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        """The wandb run id travels with the checkpoint, so ``--resume`` continues the same dashboard run."""
+        checkpoint.setdefault(RECORD_KEY, {})["wandb_run_id"] = wandb_run_id(trainer.loggers)
+
+    def write_summary(self, trainer: L.Trainer, pl_module: L.LightningModule, datamodule, wall_time_s: float,
+                      extra: dict | None = None) -> dict:
+        checkpoint = trainer.checkpoint_callback  # the best-by-metric one comes first
+        last = next((c for c in trainer.checkpoint_callbacks if c.monitor is None), None)
         metrics = {k[len("val/"):]: _plain(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
         summary = {
             "run_dir": str(self.run_dir),
@@ -42,11 +51,12 @@ class RunArtifacts(L.Callback):
             "monitor": pl_module.monitor[0],
             "best_checkpoint": checkpoint.best_model_path if checkpoint else None,
             "best_score": _plain(checkpoint.best_model_score) if checkpoint else None,
-            "last_checkpoint": checkpoint.last_model_path if checkpoint else None,
+            "last_checkpoint": last.best_model_path if last else None,
             "global_step": trainer.global_step,
             "skipped_samples": getattr(datamodule, "skipped", {}),
             "model": str(getattr(pl_module, "load_report", "")),
             "fit_wall_time_s": round(wall_time_s, 1),
+            **(extra or {}),
         }
         if trainer.is_global_zero:
             with open(self.run_dir / "summary.json", "w") as f:

@@ -7,7 +7,9 @@ A task module (``segmentation``, ``normal``, ``pointmap``, ``matting``) subclass
 - ``loss_terms(outputs, batch)``: unweighted terms plus the weighted ``loss``;
 - ``update_metrics(outputs, batch)``: feed ``self.val_metrics``;
 - ``prediction_files(outputs, batch, i)``: ``{file suffix: array}`` written for sample ``i`` of the
-  first validation batches (``.png`` uint8 maps, ``.npy`` float arrays).
+  first validation batches (``.png`` uint8 maps, ``.npy`` float arrays);
+- ``panel(outputs, batch, i)``: ``(panel name, RGB picture)`` of sample ``i`` (input, target, prediction)
+  for the dashboards and the run directory's overlays.
 """
 
 from __future__ import annotations
@@ -22,12 +24,26 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from sapiens2_ft.checkpoints import RECORD_KEY, model_record
 from sapiens2_ft.models.factory import build_model
+from sapiens2_ft.models.init_from import build_from_run
 from sapiens2_ft.models.sharding import ScaleConfig, configure_task_model
 from sapiens2_ft.optim import OptimConfig, build_optimizer
 from sapiens2_ft.preprocessing import normalize_images
 
 NUM_SAVED_PREDICTIONS = 8
+MAX_PANEL_SAMPLES = 8
+
+
+def first_samples(batch: dict, count: int) -> dict:
+    """The first ``count`` samples of a batch dict, tensors detached on the CPU."""
+    return {k: v[:count].detach().cpu() if isinstance(v, torch.Tensor) else v[:count] if isinstance(v, list) else v
+            for k, v in batch.items()}
+
+
+def image_rgb(batch: dict, i: int) -> np.ndarray:
+    """Sample ``i``'s uint8 (3, H, W) input image as RGB HxWx3."""
+    return batch["image"][i].permute(1, 2, 0).cpu().numpy()
 
 
 def resize_to(x: torch.Tensor, size: Sequence[int] | None) -> torch.Tensor:
@@ -45,17 +61,23 @@ class DenseTaskModule(L.LightningModule):
 
     def __init__(self, labels: Sequence[str], pretrained: str | None, size: str | None, head: dict | None,
                  input_size: Sequence[int], pos_embed_rescale: float | None, attn_implementation: str,
-                 optim: OptimConfig | dict, scale: ScaleConfig | dict):
+                 optim: OptimConfig | dict, scale: ScaleConfig | dict, init_from: str | None = None):
         super().__init__()
         # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the objects here.
         self.optim = OptimConfig(**optim) if isinstance(optim, dict) else optim
         self.scale = ScaleConfig(**scale) if isinstance(scale, dict) else scale
-        self._build = partial(build_model, self.task, list(labels), input_size, pretrained=pretrained, size=size,
-                              head=head, pos_embed_rescale=pos_embed_rescale,
-                              attn_implementation=attn_implementation)
+        self.labels = list(labels)
+        if init_from:
+            self._build = partial(build_from_run, init_from, self.task, self.labels, input_size,
+                                  pos_embed_rescale=pos_embed_rescale, attn_implementation=attn_implementation)
+        else:
+            self._build = partial(build_model, self.task, self.labels, input_size, pretrained=pretrained, size=size,
+                                  head=head, pos_embed_rescale=pos_embed_rescale,
+                                  attn_implementation=attn_implementation)
         self.model: torch.nn.Module | None = None  # built in configure_model, for the trainer's strategy
         self.load_report = None
         self._saved: list[tuple[str, dict[str, np.ndarray]]] = []
+        self._panel_samples: tuple[dict, dict] | None = None  # (batch, outputs) of the first validation samples
 
     def configure_model(self) -> None:
         configure_task_model(self, self._build, self.task, self.scale)
@@ -86,9 +108,25 @@ class DenseTaskModule(L.LightningModule):
             if len(self._saved) >= NUM_SAVED_PREDICTIONS:
                 break
             self._saved.append((name, self.prediction_files(outputs, batch, i)))
+        if batch_idx == 0:
+            self._panel_samples = (first_samples(batch, MAX_PANEL_SAMPLES), first_samples(outputs, MAX_PANEL_SAMPLES))
 
     def on_validation_epoch_end(self) -> None:
         self.log_dict({f"val/{k}": v for k, v in self.val_metrics.compute().items()})
+
+    def validation_panels(self, count: int) -> dict[str, list[np.ndarray]]:
+        """Panel name -> RGB pictures of the first ``count`` samples of the latest validation."""
+        if self._panel_samples is None:
+            return {}
+        batch, outputs = self._panel_samples
+        panels: dict[str, list[np.ndarray]] = {}
+        for i in range(min(count, len(batch["image"]))):
+            name, picture = self.panel(outputs, batch, i)
+            panels.setdefault(name, []).append(picture)
+        return panels
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint.setdefault(RECORD_KEY, {}).update(model_record(self))
 
     def write_validation_outputs(self, run_dir: Path) -> None:
         """``predictions/NAME<suffix>`` for the first validation samples of the latest validation."""

@@ -4,23 +4,26 @@ Train: alpha L1, composition |aF + (1 - a)B - I|, foreground L1 and Sobel-gradie
 Laplacian pyramid) on the predicted alpha and foreground. Composition and foreground terms need a
 foreground file; the background is recovered from the image as B = (I - a F) / (1 - a) where
 a < 0.99 (``estimate_background``). Val: SAD, MSE, gradient and connectivity errors; the first
-validation mattes are written to ``<run_dir>/predictions/`` as ``NAME_alpha.png`` and
-``NAME_foreground.png``.
+validation mattes are written to ``<run_dir>/predictions/`` as ``NAME_alpha.png``,
+``NAME_foreground.png`` and ``NAME_composite.png`` (the foreground over a checkerboard).
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import torch
 
+from sapiens2_ft.checkpoints import plain_hparams
 from sapiens2_ft.losses import matting_loss
 from sapiens2_ft.losses.matting import DEFAULT_WEIGHTS, estimate_background
 from sapiens2_ft.metrics import MattingMetrics
 from sapiens2_ft.models.factory import OUTPUT_CHANNELS
-from sapiens2_ft.modules.dense import DenseTaskModule, resize_to, to_png
+from sapiens2_ft.modules.dense import DenseTaskModule, image_rgb, resize_to, to_png
 from sapiens2_ft.models.sharding import ScaleConfig
 from sapiens2_ft.optim import OptimConfig
+from sapiens2_ft.visualize import gray, matte_composite, side_by_side
 
 
 class MattingModule(DenseTaskModule):
@@ -29,6 +32,9 @@ class MattingModule(DenseTaskModule):
     Args:
         pretrained: Hub id (``facebook/sapiens2-matting-1b``, ``facebook/sapiens2-pretrain-*``) or a local
             ``save_pretrained`` directory. Unset: random init from ``size``.
+        init_from: Weights of an earlier fine-tuning run of this task and label set (``.ckpt`` file,
+            distributed checkpoint directory or exported directory), loaded whole; the optimiser and
+            step start fresh (``--init_from``; to continue a run, use ``--resume``).
         size: Backbone preset when ``pretrained`` is unset: tiny, 0.1b, 0.4b, 0.8b, 1b, 5b.
         head: Head layout override (``Sapiens2HeadConfig`` kwargs); default: the released layout.
         input_size: Network input (H, W) (linked from ``data.input_size``).
@@ -46,6 +52,7 @@ class MattingModule(DenseTaskModule):
     def __init__(
         self,
         pretrained: str | None = None,
+        init_from: str | None = None,
         size: str | None = "tiny",
         head: dict | None = None,
         input_size: tuple[int, int] = (256, 192),
@@ -56,8 +63,9 @@ class MattingModule(DenseTaskModule):
         scale: ScaleConfig = ScaleConfig(),
     ):
         super().__init__(OUTPUT_CHANNELS["matting"], pretrained, size, head, input_size, pos_embed_rescale,
-                         attn_implementation, optim, scale)
+                         attn_implementation, optim, scale, init_from=init_from)
         self.save_hyperparameters()
+        plain_hparams(self)
         unknown = set(loss_weights) - set(DEFAULT_WEIGHTS)
         if unknown:
             raise ValueError(f"model.loss_weights: unknown names {sorted(unknown)}; known: {sorted(DEFAULT_WEIGHTS)}")
@@ -79,4 +87,14 @@ class MattingModule(DenseTaskModule):
         self.val_metrics.update(outputs["alpha"].float(), batch["alpha"])
 
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
-        return {"_alpha.png": to_png(outputs["alpha"][i, 0]), "_foreground.png": to_png(outputs["foreground"][i])}
+        alpha = outputs["alpha"][i, 0].float().cpu()
+        foreground = (outputs["foreground"][i].float().cpu().permute(1, 2, 0).numpy() * 255).clip(0, 255)
+        composite = matte_composite(foreground, alpha.numpy())
+        return {"_alpha.png": to_png(alpha), "_foreground.png": to_png(outputs["foreground"][i]),
+                "_composite.png": np.ascontiguousarray(composite[..., ::-1])}
+
+    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+        alpha = outputs["alpha"][i, 0].float().numpy()
+        foreground = (outputs["foreground"][i].float().permute(1, 2, 0).numpy() * 255).clip(0, 255)
+        pictures = [image_rgb(batch, i), gray(batch["alpha"][i, 0].numpy()), gray(alpha), matte_composite(foreground, alpha)]
+        return "matting", side_by_side(pictures, ["image", "alpha truth", "alpha predicted", "composite"])

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from sapiens2_ft.checkpoints import plain_hparams
 from sapiens2_ft.losses import normal_loss
 from sapiens2_ft.metrics import NormalMetrics
 from sapiens2_ft.models.factory import OUTPUT_CHANNELS
-from sapiens2_ft.modules.dense import DenseTaskModule, resize_to, to_png
+from sapiens2_ft.modules.dense import DenseTaskModule, image_rgb, resize_to, to_png
 from sapiens2_ft.models.sharding import ScaleConfig
 from sapiens2_ft.optim import OptimConfig
+from sapiens2_ft.visualize import normal_rgb, side_by_side
 
 
 class NormalModule(DenseTaskModule):
@@ -27,6 +30,9 @@ class NormalModule(DenseTaskModule):
     Args:
         pretrained: Hub id (``facebook/sapiens2-normal-0.4b``, ``facebook/sapiens2-pretrain-*``) or a local
             ``save_pretrained`` directory. Unset: random init from ``size``.
+        init_from: Weights of an earlier fine-tuning run of this task and label set (``.ckpt`` file,
+            distributed checkpoint directory or exported directory), loaded whole; the optimiser and
+            step start fresh (``--init_from``; to continue a run, use ``--resume``).
         size: Backbone preset when ``pretrained`` is unset: tiny, 0.1b, 0.4b, 0.8b, 1b, 5b.
         head: Head layout override (``Sapiens2HeadConfig`` kwargs); default: the released layout.
         input_size: Network input (H, W) (linked from ``data.input_size``).
@@ -45,6 +51,7 @@ class NormalModule(DenseTaskModule):
     def __init__(
         self,
         pretrained: str | None = None,
+        init_from: str | None = None,
         size: str | None = "tiny",
         head: dict | None = None,
         input_size: tuple[int, int] = (256, 192),
@@ -57,8 +64,9 @@ class NormalModule(DenseTaskModule):
         scale: ScaleConfig = ScaleConfig(),
     ):
         super().__init__(OUTPUT_CHANNELS["normal"], pretrained, size, head, input_size, pos_embed_rescale,
-                         attn_implementation, optim, scale)
+                         attn_implementation, optim, scale, init_from=init_from)
         self.save_hyperparameters()
+        plain_hparams(self)
         self.val_metrics = NormalMetrics()
 
     def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
@@ -75,3 +83,8 @@ class NormalModule(DenseTaskModule):
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
         unit = F.normalize(outputs["normals"][i].float(), dim=0)
         return {".npy": unit.permute(1, 2, 0).cpu().numpy().astype("float16"), "_normal.png": to_png(unit, -1.0, 1.0)}
+
+    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+        truth = normal_rgb(batch["normals"][i].permute(1, 2, 0).numpy(), batch["mask"][i].squeeze(0).numpy())
+        predicted = normal_rgb(F.normalize(outputs["normals"][i].float(), dim=0).permute(1, 2, 0).numpy())
+        return "normals", side_by_side([image_rgb(batch, i), truth, predicted], ["image", "ground truth", "prediction"])

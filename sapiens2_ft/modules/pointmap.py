@@ -14,17 +14,18 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import cv2
 import numpy as np
 import torch
 
+from sapiens2_ft.checkpoints import plain_hparams
 from sapiens2_ft.losses import pointmap_loss
 from sapiens2_ft.losses.pointmap import DEFAULT_WEIGHTS
 from sapiens2_ft.metrics import PointmapMetrics
 from sapiens2_ft.models.factory import OUTPUT_CHANNELS
-from sapiens2_ft.modules.dense import DenseTaskModule, resize_to
+from sapiens2_ft.modules.dense import DenseTaskModule, image_rgb, resize_to
 from sapiens2_ft.models.sharding import ScaleConfig
 from sapiens2_ft.optim import OptimConfig
+from sapiens2_ft.visualize import depth_turbo, side_by_side
 
 MIN_SCALE = 1e-3
 
@@ -35,12 +36,9 @@ def to_metric(canonical: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     return torch.cat([canonical[:, :2], canonical[:, 2:] / s.unsqueeze(1)], dim=1)
 
 
-def depth_png(z: np.ndarray) -> np.ndarray:
-    """Turbo colour map of a depth map, near = red, over its 2nd-98th percentile."""
-    finite = z[np.isfinite(z)]
-    low, high = np.percentile(finite, [2, 98]) if finite.size else (0.0, 1.0)
-    scaled = np.clip((z - low) / max(high - low, 1e-6), 0, 1)
-    return cv2.applyColorMap((255 * (1 - np.nan_to_num(scaled))).astype(np.uint8), cv2.COLORMAP_TURBO)
+def depth_png(z: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Turbo colour map of depth for ``cv2.imwrite`` (BGR), scaled over the masked pixels."""
+    return np.ascontiguousarray(depth_turbo(z, mask)[..., ::-1])
 
 
 class PointmapModule(DenseTaskModule):
@@ -49,6 +47,9 @@ class PointmapModule(DenseTaskModule):
     Args:
         pretrained: Hub id (``facebook/sapiens2-pointmap-0.4b``, ``facebook/sapiens2-pretrain-*``) or a
             local ``save_pretrained`` directory. Unset: random init from ``size``.
+        init_from: Weights of an earlier fine-tuning run of this task and label set (``.ckpt`` file,
+            distributed checkpoint directory or exported directory), loaded whole; the optimiser and
+            step start fresh (``--init_from``; to continue a run, use ``--resume``).
         size: Backbone preset when ``pretrained`` is unset: tiny, 0.1b, 0.4b, 0.8b, 1b, 5b.
         head: Head layout override (``Sapiens2HeadConfig`` kwargs); default: the released layout, with
             the scale branch. Its MLP input is fixed by ``input_size``: a checkpoint trained at another
@@ -69,6 +70,7 @@ class PointmapModule(DenseTaskModule):
     def __init__(
         self,
         pretrained: str | None = None,
+        init_from: str | None = None,
         size: str | None = "tiny",
         head: dict | None = None,
         input_size: tuple[int, int] = (256, 192),
@@ -80,8 +82,9 @@ class PointmapModule(DenseTaskModule):
         scale: ScaleConfig = ScaleConfig(),
     ):
         super().__init__(OUTPUT_CHANNELS["pointmap"], pretrained, size, head, input_size, pos_embed_rescale,
-                         attn_implementation, optim, scale)
+                         attn_implementation, optim, scale, init_from=init_from)
         self.save_hyperparameters()
+        plain_hparams(self)
         unknown = set(loss_weights) - set(DEFAULT_WEIGHTS)
         if unknown:
             raise ValueError(f"model.loss_weights: unknown names {sorted(unknown)}; known: {sorted(DEFAULT_WEIGHTS)}")
@@ -103,7 +106,10 @@ class PointmapModule(DenseTaskModule):
                              canonical_focal=self.hparams.canonical_focal)
 
     def _metric(self, outputs: dict, batch: dict) -> torch.Tensor:
-        return to_metric(outputs["pointmap"].float(), outputs.get("scale", batch["scale"]))
+        scale = outputs["scale"] if "scale" in outputs else batch.get("scale")
+        if scale is None:  # no scale branch and no ground truth (inference): canonical camera
+            scale = torch.ones(len(outputs["pointmap"]), device=outputs["pointmap"].device)
+        return to_metric(outputs["pointmap"].float(), scale)
 
     def update_metrics(self, outputs: dict, batch: dict) -> None:
         self.val_metrics.update(self._metric(outputs, batch), to_metric(batch["pointmap"], batch["scale"]),
@@ -111,4 +117,12 @@ class PointmapModule(DenseTaskModule):
 
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
         xyz = self._metric(outputs, batch)[i].permute(1, 2, 0).cpu().numpy()
-        return {".npy": xyz.astype(np.float32), "_depth.png": depth_png(xyz[..., 2])}
+        mask = batch["mask"][i, 0].cpu().numpy().astype(bool) if "mask" in batch else None
+        return {".npy": xyz.astype(np.float32), "_depth.png": depth_png(xyz[..., 2], mask)}
+
+    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+        mask = batch["mask"][i].squeeze(0).numpy().astype(bool)
+        truth = to_metric(batch["pointmap"][i:i + 1], batch["scale"][i:i + 1])[0, 2].numpy()
+        predicted = self._metric(outputs, batch)[i, 2].numpy()
+        pictures = [image_rgb(batch, i), depth_turbo(truth, mask), depth_turbo(predicted, mask)]
+        return "depth", side_by_side(pictures, ["image", "depth truth", "depth predicted"])

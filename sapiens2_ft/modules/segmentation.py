@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from sapiens2_ft.body_parts import SAPIENS2_PART_CLASSES
+from sapiens2_ft.checkpoints import plain_hparams
 from sapiens2_ft.losses import segmentation_loss
 from sapiens2_ft.metrics import SegmentationMetrics
-from sapiens2_ft.modules.dense import DenseTaskModule, resize_to
+from sapiens2_ft.modules.dense import DenseTaskModule, image_rgb, resize_to
 from sapiens2_ft.models.sharding import ScaleConfig
 from sapiens2_ft.optim import OptimConfig
+from sapiens2_ft.visualize import label_overlay, side_by_side
 
 
 class SegmentationModule(DenseTaskModule):
@@ -25,6 +28,9 @@ class SegmentationModule(DenseTaskModule):
     Args:
         pretrained: Hub id (``facebook/sapiens2-seg-0.4b``, ``facebook/sapiens2-pretrain-*``) or a local
             ``save_pretrained`` directory. Unset: random init from ``size``.
+        init_from: Weights of an earlier fine-tuning run of this task and label set (``.ckpt`` file,
+            distributed checkpoint directory or exported directory), loaded whole; the optimiser and
+            step start fresh (``--init_from``; to continue a run, use ``--resume``).
         size: Backbone preset when ``pretrained`` is unset: tiny, 0.1b, 0.4b, 0.8b, 1b, 5b.
         head: Head layout override (``Sapiens2HeadConfig`` kwargs); default: the released layout.
         class_names: Class names in label-id order (linked from ``data.class_names``); default: the
@@ -46,6 +52,7 @@ class SegmentationModule(DenseTaskModule):
     def __init__(
         self,
         pretrained: str | None = None,
+        init_from: str | None = None,
         size: str | None = "tiny",
         head: dict | None = None,
         class_names: list[str] | None = None,
@@ -63,9 +70,10 @@ class SegmentationModule(DenseTaskModule):
         if class_weights is not None and len(class_weights) != len(names):
             raise ValueError(f"model.class_weights has {len(class_weights)} values for {len(names)} classes")
         super().__init__(names, pretrained, size, head, input_size, pos_embed_rescale, attn_implementation, optim,
-                         scale)
+                         scale, init_from=init_from)
         self.class_names = names
         self.save_hyperparameters()
+        plain_hparams(self)
         weights = torch.tensor(class_weights, dtype=torch.float32) if class_weights is not None else None
         self.register_buffer("class_weights", weights, persistent=False)
         self.val_metrics = SegmentationMetrics(len(self.class_names), ignore_index=ignore_index)
@@ -82,5 +90,13 @@ class SegmentationModule(DenseTaskModule):
         self.val_metrics.update(outputs["logits"].argmax(1), batch["labels"])
 
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
-        """``NAME.png``: predicted class ids."""
-        return {".png": outputs["logits"][i].argmax(0).to(torch.uint8).cpu().numpy()}
+        """``NAME.png``: predicted class ids; ``NAME_overlay.png``: their colours over the image."""
+        labels = outputs["logits"][i].argmax(0).to(torch.uint8).cpu().numpy()
+        overlay = label_overlay(image_rgb(batch, i), labels, len(self.class_names))
+        return {".png": labels, "_overlay.png": np.ascontiguousarray(overlay[..., ::-1])}
+
+    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+        image, classes = image_rgb(batch, i), len(self.class_names)
+        truth = label_overlay(image, batch["labels"][i].numpy(), classes, ignore_index=self.hparams.ignore_index)
+        predicted = label_overlay(image, outputs["logits"][i].argmax(0).numpy(), classes)
+        return "segmentation", side_by_side([truth, predicted], ["ground truth", "prediction"])

@@ -1,0 +1,75 @@
+"""``results.png``: a run's curves drawn from its ``metrics.csv``, for users without a dashboard."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read_metrics(path: Path) -> dict[str, list[tuple[float, float]]]:
+    """Column -> (step, value) points of a Lightning ``metrics.csv`` (rows log different columns)."""
+    series: dict[str, dict[float, float]] = {}
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            step = row.get("step")
+            if not step:
+                continue
+            for key, value in row.items():
+                if key in ("step", "epoch") or value in ("", None):
+                    continue
+                # A resumed run logs again the steps after its last checkpoint: the later value wins.
+                series.setdefault(key, {})[float(step)] = float(value)
+    return {key: sorted(points.items()) for key, points in series.items()}
+
+
+def _panels(series: dict) -> list[tuple[str, list[str]]]:
+    """(title, columns) per subplot: train losses together, each val metric alone, lr, speed, memory."""
+    train = sorted(k for k in series if k.startswith("train/") and k != "train/samples_per_s")
+    val = sorted(k for k in series if k.startswith("val/"))
+    lrs = sorted(k for k in series if k.startswith("lr-"))
+    panels = [("train losses", train)] if train else []
+    panels += [(key, [key]) for key in val]
+    if lrs:  # the head's group has the largest learning rate; layer-wise decay gives the others
+        head = max(lrs, key=lambda k: max(v for _, v in series[k]))
+        panels.append(("learning rate (head group)", [head]))
+    panels += [(key, [key]) for key in ("train/samples_per_s", "system/peak_memory_gib") if key in series]
+    return panels
+
+
+def write_results_png(run_dir: str | Path, monitor: str | None = None) -> Path | None:
+    """Draw ``<run_dir>/results.png`` from ``<run_dir>/metrics.csv``; None when there is nothing to draw."""
+    run_dir = Path(run_dir)
+    metrics = run_dir / "metrics.csv"
+    if not metrics.exists():
+        return None
+    series = read_metrics(metrics)
+    panels = _panels(series)
+    if not panels:
+        return None
+    cols = min(3, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.2 * rows), squeeze=False)
+    for ax, (title, keys) in zip(axes.flat, panels):
+        for key in keys:
+            steps, values = zip(*series[key])
+            style = "o-" if len(steps) < 30 else "-"
+            ax.plot(steps, values, style, markersize=3, label=key.split("/", 1)[-1])
+        ax.set_title(title + (" (checkpoint metric)" if keys == [monitor] else ""), fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if len(keys) > 1:
+            ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(run_dir.name)
+    fig.tight_layout()
+    out = run_dir / "results.png"
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out

@@ -1,0 +1,134 @@
+"""Experiment tracking: which loggers a run gets, and how wandb decides between online and offline.
+
+Every run writes ``metrics.csv`` (the results page is drawn from it). ``tracking.logger`` adds one
+dashboard: ``wandb`` (default), ``tensorboard``, or ``csv`` (nothing more).
+
+wandb never prompts: it runs online when ``WANDB_API_KEY`` is set or a ``wandb login`` key is in
+the netrc file, offline otherwise (with the ``wandb sync`` command printed). An explicit
+``WANDB_MODE`` (``online``, ``offline``, ``disabled``) is obeyed.
+"""
+
+from __future__ import annotations
+
+import csv
+import netrc
+import os
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlparse
+
+from lightning.fabric.loggers.logger import rank_zero_experiment
+from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+from lightning.pytorch.utilities import rank_zero_info
+
+
+@dataclass
+class TrackingConfig:
+    """Where the run's scalars and image panels go.
+
+    Args:
+        logger: ``wandb`` (online when logged in, else offline), ``tensorboard``, or ``csv`` only.
+        project: wandb project name.
+        name: Run name on the dashboard (default: the run directory's name).
+        entity: wandb team or user (default: your default entity).
+        tags: wandb tags.
+        num_panel_images: Samples drawn in each image panel per validation (0 = no panels).
+    """
+
+    logger: Literal["wandb", "tensorboard", "csv"] = "wandb"
+    project: str = "sapiens2-ft"
+    name: str | None = None
+    entity: str | None = None
+    tags: list[str] = field(default_factory=list)
+    num_panel_images: int = 4
+
+
+class _AppendingWriter(ExperimentWriter):
+    """Lightning's CSV writer deletes an existing ``metrics.csv``; this one continues it (same columns first)."""
+
+    def _check_log_dir_exists(self) -> None:
+        if self._fs.isfile(self.metrics_file_path):
+            with self._fs.open(self.metrics_file_path, "r", newline="") as f:
+                self.metrics_keys = list(csv.DictReader(f).fieldnames or [])
+
+
+class RunCSVLogger(CSVLogger):
+    """``<run_dir>/metrics.csv``; a resumed run appends to it, so the file holds the whole history.
+
+    Steps logged between the last checkpoint and a crash appear twice; the later row is the resumed run's.
+    """
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> ExperimentWriter:
+        if self._experiment is None:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = _AppendingWriter(log_dir=self.log_dir)
+        return self._experiment
+
+
+def has_wandb_credentials() -> bool:
+    """``WANDB_API_KEY`` is set, or the netrc file holds a key for the wandb host."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    path = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    try:
+        return path.is_file() and netrc.netrc(path).authenticators(host) is not None
+    except (netrc.NetrcParseError, OSError):
+        return False
+
+
+def wandb_mode() -> str:
+    """``online``, ``offline`` or ``disabled``: ``WANDB_MODE`` if set, else online only with credentials."""
+    explicit = os.environ.get("WANDB_MODE")
+    if explicit:
+        return "offline" if explicit == "dryrun" else explicit
+    return "online" if has_wandb_credentials() else "offline"
+
+
+def git_commit(path: Path | None = None) -> str | None:
+    """The commit of the code that runs (``+dirty`` with uncommitted changes), None outside git."""
+    cwd = path or Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
+
+
+def new_run_id() -> str:
+    """A fresh wandb run id (8 lowercase hex characters), chosen up front so checkpoints can carry it."""
+    return uuid.uuid4().hex[:8]
+
+
+def build_loggers(config: TrackingConfig, run_dir: Path, wandb_id: str | None = None) -> list[Logger]:
+    """CSV into ``run_dir`` plus the configured dashboard; ``wandb_id`` continues an earlier wandb run."""
+    loggers: list[Logger] = [RunCSVLogger(run_dir, name="", version="")]
+    name = config.name or run_dir.name
+    if config.logger == "tensorboard":
+        loggers.append(TensorBoardLogger(run_dir, name="tensorboard", version=""))
+    elif config.logger == "wandb":
+        mode = wandb_mode()
+        loggers.append(WandbLogger(project=config.project, name=name, entity=config.entity, tags=config.tags,
+                                   save_dir=str(run_dir), id=wandb_id, mode=mode,
+                                   resume="allow" if wandb_id and mode == "online" else None))
+        if mode == "offline":
+            rank_zero_info(f"wandb is offline (no WANDB_API_KEY and no `wandb login`); to upload this run later: "
+                           f"wandb sync {run_dir / 'wandb'}/offline-run-*")
+    return loggers
+
+
+def wandb_run_id(loggers: list[Logger]) -> str | None:
+    """The wandb run id of a run's loggers (to store for ``--resume``), None without wandb."""
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            return logger.version
+    return None
