@@ -3,12 +3,17 @@
 - ``--config NAME`` looks NAME up in ``configs/`` when it is not a path; several ``--config`` merge in order.
 - The top-level ``task`` key (pose, seg, normal, pointmap, matting) picks the LightningModule and DataModule.
 - Every run gets a run directory (``--run_dir``, default ``runs/<config>/<timestamp>``) holding the
-  resolved ``config.yaml``, ``checkpoints/`` (best by the task's metric, and last), the logs,
-  the latest validation's predictions (pose ``predictions.json``, dense ``predictions/``) and ``summary.json``.
+  resolved ``config.yaml``, ``checkpoints/`` (best by the task's metric, and last), ``metrics.csv`` and
+  the dashboard's files (``tracking.*``), the latest validation's predictions (pose ``predictions.json``,
+  dense ``predictions/``) and image panels (``overlays/``), and at the end ``results.png``, ``export/``
+  (the best checkpoint as a Hugging Face model directory) and ``summary.json``.
+- ``--resume auto|PATH`` continues a run (weights, optimiser, schedule, step, wandb run);
+  ``--init_from CKPT_OR_DIR`` starts a new run from an earlier run's weights only.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import warnings
@@ -20,9 +25,16 @@ import torch
 import yaml
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
-from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers import WandbLogger
 
+from sapiens2_ft.callbacks.image_panels import ImagePanels
+from sapiens2_ft.callbacks.progress import StepProgressBar
 from sapiens2_ft.callbacks.run_artifacts import RunArtifacts
+from sapiens2_ft.callbacks.throughput import Throughput
+from sapiens2_ft.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
+from sapiens2_ft.export import export_checkpoint
+from sapiens2_ft.results_page import write_results_png
+from sapiens2_ft.tracking import TrackingConfig, build_loggers, git_commit, new_run_id
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
@@ -107,34 +119,90 @@ def default_run_dir(config_name: str) -> Path:
     return run_dir
 
 
+LAST_CHECKPOINT = Path("checkpoints") / "last.ckpt"  # a file, or a directory for distributed checkpoints
+
+
+def latest_run(config_name: str) -> Path | None:
+    """The most recently changed run directory of a config that holds a last checkpoint."""
+    runs = [d for d in (Path("runs") / config_name).glob("*") if (d / LAST_CHECKPOINT).exists()]
+    return max(runs, key=lambda d: (d / LAST_CHECKPOINT).stat().st_mtime) if runs else None
+
+
+def resolve_resume(resume: str, run_dir: str | None, config_name: str) -> tuple[Path, Path] | None:
+    """``--resume``: (checkpoint, run directory), or None for ``auto`` with nothing to resume.
+
+    ``auto`` takes ``run_dir`` when given (or inherited by a launched rank), else the latest run of the
+    config. A PATH is a run directory, or a checkpoint (file or distributed directory) whose run
+    directory is the one above its ``checkpoints/`` folder.
+    """
+    if resume == "auto":
+        chosen = Path(run_dir or os.environ.get(RUN_DIR_ENV) or latest_run(config_name) or "")
+        if not str(chosen) or not (chosen / LAST_CHECKPOINT).exists():
+            return None
+        return chosen / LAST_CHECKPOINT, chosen
+    path = Path(resume)
+    if (path / LAST_CHECKPOINT).exists():
+        return path / LAST_CHECKPOINT, path
+    if not path.exists():
+        raise SystemExit(f"--resume: {path} does not exist (give a checkpoint, a run directory, or 'auto')")
+    owner = path.parent.parent if path.parent.name == "checkpoints" else Path(run_dir or default_run_dir(config_name))
+    return path, owner
+
+
 def check_fresh(run_dir: Path) -> None:
     """Refuse to write a new run over a finished one's files."""
     taken = [name for name in ("summary.json", "checkpoints") if (run_dir / name).exists()]
     if taken:
         raise SystemExit(f"run directory {run_dir} already holds a run ({', '.join(taken)}); "
-                         f"pass another --run_dir")
+                         f"pass another --run_dir, or --resume {run_dir} to continue it")
 
 
 class Sapiens2CLI(LightningCLI):
-    """Adds ``task`` and ``run_dir`` keys, task links, and the run directory."""
+    """Adds the ``task``, ``run_dir``, ``resume``, ``init_from``, ``export`` and ``tracking`` keys, task links,
+    and the run directory."""
 
     def __init__(self, task: str, **kwargs):
         self.task = TASKS[task]
+        self.resume: CheckpointInfo | None = None
         super().__init__(_import(self.task.module), _import(self.task.datamodule), **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_argument("--task", default="pose", help=f"Task: {', '.join(TASKS)}")
         parser.add_argument("--run_dir", default=None, help="Run directory (default: runs/<config>/<timestamp>)")
+        parser.add_argument("--resume", default=None,
+                            help="Continue a run with its full training state: 'auto' (the latest run of this "
+                                 "config, or --run_dir; a fresh run when there is none) or a checkpoint / run dir")
+        parser.add_argument("--init_from", default=None,
+                            help="Start a new run from the weights of an earlier run of the same task and labels "
+                                 "(.ckpt, distributed checkpoint dir or exported dir); optimiser and step start at 0")
+        parser.add_argument("--export", type=bool, default=True,
+                            help="Export the best checkpoint to <run_dir>/export at the end of fit")
+        parser.add_class_arguments(TrackingConfig, "tracking")
+        parser.link_arguments("init_from", "model.init_from")
         for source, target in self.task.links:
             parser.link_arguments(source, target)
 
     def before_instantiate_classes(self) -> None:
         config = self.config
+        names = [Path(str(p)).stem for p in (config.get("config") or [])] or ["run"]
+        if config.resume and config.init_from:
+            raise SystemExit("--resume continues a run and --init_from starts a new one: give one of them")
+        resumed = resolve_resume(config.resume, config.run_dir, names[-1]) if config.resume else None
+        if resumed is not None:
+            checkpoint, run_dir = resumed
+            try:
+                self.resume = read_info(checkpoint)
+            except CheckpointError as err:
+                raise SystemExit(f"--resume: {err}") from None
+            config.run_dir = str(run_dir)
+            os.environ[RUN_DIR_ENV] = str(run_dir)  # ranks started by Lightning's launcher resume the same run
+        elif config.resume == "auto":
+            print("--resume auto: no earlier run with a last checkpoint; starting a new run")
         if not config.run_dir:
-            names = [Path(str(p)).stem for p in (config.get("config") or [])] or ["run"]
             config.run_dir = str(default_run_dir(names[-1]))
         self.run_dir = Path(config.run_dir)
-        check_fresh(self.run_dir)
+        if self.resume is None:
+            check_fresh(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         trainer = config.trainer
         trainer.default_root_dir = str(self.run_dir)
@@ -144,15 +212,29 @@ class Sapiens2CLI(LightningCLI):
     def instantiate_trainer(self, **kwargs):
         monitor, mode = self.model.monitor
         config = self._get(self.config_init, "trainer", default={})
+        tracking: TrackingConfig = self._get(self.config_init, "tracking")
         if config.get("logger") in (None, True):
-            kwargs["logger"] = CSVLogger(self.run_dir, name="", version="")
-        kwargs["callbacks"] = list(config.get("callbacks") or []) + [
-            ModelCheckpoint(dirpath=self.run_dir / "checkpoints", monitor=monitor, mode=mode, save_last=True,
+            run_id = (self.resume.wandb_run_id if self.resume else None) or new_run_id()
+            kwargs["logger"] = build_loggers(tracking, self.run_dir, run_id)
+        callbacks = list(config.get("callbacks") or []) + [
+            ModelCheckpoint(dirpath=self.run_dir / "checkpoints", monitor=monitor, mode=mode,
                             filename="best-step{step}", auto_insert_metric_name=False),
+            # Its own callback: Lightning 2.6 refreshes `save_last` only when the best one changed.
+            ModelCheckpoint(dirpath=self.run_dir / "checkpoints", monitor=None, filename=LAST_CHECKPOINT.stem,
+                            enable_version_counter=False),
             LearningRateMonitor(logging_interval="step"),
             RunArtifacts(self.run_dir),
+            ImagePanels(self.run_dir, tracking.num_panel_images),
+            Throughput(),
         ]
+        if config.get("enable_progress_bar") is not False:
+            callbacks.append(StepProgressBar())
+        kwargs["callbacks"] = callbacks
         return super().instantiate_trainer(**kwargs)
+
+    def resolved_config(self) -> dict:
+        """The whole recipe as plain data, for the dashboard."""
+        return yaml.safe_load(self.parser.dump(self.config, skip_validation=True))
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -163,13 +245,57 @@ def main(argv: list[str] | None = None) -> dict:
     cli = Sapiens2CLI(task_of(argv), args=argv, run=False, seed_everything_default=0,
                       save_config_kwargs={"overwrite": True}, auto_configure_optimizers=False)
     trainer, model, data = cli.trainer, cli.model, cli.datamodule
+    checkpoint = None
+    if cli.resume is not None:
+        info = cli.resume
+        try:
+            check_compatible(info.path, info.task, info.labels, model.task, model.labels, "--resume")
+        except CheckpointError as err:
+            raise SystemExit(str(err)) from None
+        checkpoint = str(info.path)
+        if trainer.is_global_zero:
+            print(f"resuming {info.describe()}: restores the model, optimiser, lr schedule, loop state"
+                  + (f" and wandb run {info.wandb_run_id}" if info.wandb_run_id else ""))
+    elif cli.config.init_from and trainer.is_global_zero:
+        print(f"--init_from {cli.config.init_from}: weights only; optimiser, lr schedule and step start at 0")
+    commit = git_commit()
+    for logger in trainer.loggers[1:]:  # the dashboard; the CSV logger already has config.yaml beside it
+        logger.log_hyperparams({"config": cli.resolved_config(), "git_commit": commit})
     started = time.time()
-    trainer.fit(model, datamodule=data)
+    try:
+        trainer.fit(model, datamodule=data, ckpt_path=checkpoint)
+    except BaseException:
+        close_dashboards(trainer, exit_code=1)
+        raise
     artifacts = next(c for c in trainer.callbacks if isinstance(c, RunArtifacts))
     if artifacts.last_validated_step != trainer.global_step:
         trainer.validate(model, datamodule=data, verbose=False)
-    summary = artifacts.write_summary(trainer, model, data, wall_time_s=time.time() - started)
+    summary = artifacts.write_summary(trainer, model, data, wall_time_s=time.time() - started,
+                                      extra={"git_commit": commit})
     if trainer.is_global_zero:
-        print(f"run directory: {cli.run_dir}")
-        print("final metrics: " + "  ".join(f"{k}={v:.4f}" for k, v in summary["metrics"].items()))
+        close_dashboards(trainer)
+        finish_run(cli.run_dir, summary, model.monitor[0], export=cli.config.export)
     return summary
+
+
+def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool) -> None:
+    """Rank 0 after fit: the results page, the export of the best checkpoint, the closing lines."""
+    results = write_results_png(run_dir, monitor)
+    best = summary.get("best_checkpoint") or summary.get("last_checkpoint")
+    if export and best:
+        summary["export"] = str(export_checkpoint(best, run_dir / "export"))
+        with open(run_dir / "summary.json", "w") as f:
+            json.dump(summary, f, indent=2)
+    print(f"run directory: {run_dir}")
+    if results:
+        print(f"curves: {results}; prediction overlays: {run_dir / 'overlays'}")
+    if summary.get("export"):
+        print(f"model for transformers / predict: {summary['export']}")
+    print("final metrics: " + "  ".join(f"{k}={v:.4f}" for k, v in summary["metrics"].items()))
+
+
+def close_dashboards(trainer, exit_code: int = 0) -> None:
+    """Finish the wandb run (flushes its files; a later run in this process starts its own)."""
+    for logger in trainer.loggers:
+        if isinstance(logger, WandbLogger) and logger._experiment is not None:
+            logger.experiment.finish(exit_code=exit_code)

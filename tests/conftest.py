@@ -110,3 +110,22 @@ def dense_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("dense") / "synthetic"
     generate_dataset(root, 8, seed=0, progress=False)
     return root
+
+
+def pose_run_args(coco: Path, model: Path, run_dir: Path, steps: int = 4, *extra: str) -> list[str]:
+    """train.py arguments of a short COCO-17 pose run on ``tiny_coco`` from ``tiny_pose308_dir``."""
+    return ["--config", "pose_coco.yaml", "--run_dir", str(run_dir), "--model.pretrained", str(model),
+            "--data.root", str(coco), "--data.input_size", "[256, 192]", "--model.sigma", "2",
+            "--data.batch_size", "2", "--data.num_workers", "0", "--trainer.max_steps", str(steps),
+            "--trainer.val_check_interval", "2", "--trainer.log_every_n_steps", "1",
+            "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.enable_progress_bar", "false",
+            *extra]
+
+
+@pytest.fixture(scope="session")
+def pose_run(tiny_coco, tiny_pose308_dir, tmp_path_factory) -> tuple[Path, dict]:
+    """A finished 4-step pose run with the default tracking (wandb, offline here) and export: (run_dir, summary)."""
+    from sapiens2_ft.cli import main
+
+    run_dir = tmp_path_factory.mktemp("pose_run") / "run"
+    return run_dir, main(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir))

@@ -17,6 +17,7 @@ from sapiens2_ft.cli import main
 from sapiens2_ft.metrics import MattingMetrics, NormalMetrics, SegmentationMetrics
 
 STEPS = 100
+PANELS = {"seg": "segmentation", "normal": "normals", "pointmap": "depth", "matting": "matting"}
 NUM_IMAGES = 300
 MIN_LOSS_DROP = 0.85  # last logged train losses below this fraction of the first ones
 # Pointmaps get the loss check only. In CPU minutes the tiny model does not reach the per-pixel mean
@@ -81,6 +82,10 @@ def test_dense_demo_learns(task, better, synthetic, tmp_path):
     first, last = _loss_drop(tmp_path / "run")
     print(f"{task}: train loss {first:.3f} -> {last:.3f}; val {summary['metrics']}")
     assert last < MIN_LOSS_DROP * first, f"train loss did not drop: {first:.3f} -> {last:.3f}"
+    panel = PANELS[task]  # the task's image panel: in the run directory and in the (offline) wandb run
+    assert {p.name.rsplit("_", 1)[0] for p in (tmp_path / "run" / "overlays").glob("*.png")} == {panel}
+    assert list((tmp_path / "run" / "wandb").glob(f"offline-run-*/files/media/images/val/{panel}_*.png"))
+    assert (tmp_path / "run" / "results.png").exists() and (tmp_path / "run" / "export" / "config.json").exists()
     if better is None:
         return
     key = summary["monitor"].removeprefix("val/")

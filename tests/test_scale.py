@@ -164,6 +164,19 @@ def test_train_py_with_the_fsdp2_config_piece(dense_root, tmp_path):
     assert (run_dir / "checkpoints" / "last.ckpt").is_dir()  # distributed checkpoint: one shard per rank
     assert "backbone pretrained, head new" in summary["model"]
 
+    # The end-of-fit export consolidated the sharded best checkpoint; torch's own converter agrees.
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    from transformers import AutoModelForSemanticSegmentation
+
+    exported = AutoModelForSemanticSegmentation.from_pretrained(summary["export"])
+    dcp_to_torch_save(summary["best_checkpoint"], tmp_path / "whole.pt")
+    whole = torch.load(tmp_path / "whole.pt", weights_only=True)["state_dict"]
+    reference = {k[len("model."):].replace("_checkpoint_wrapped_module.", ""): v for k, v in whole.items()}
+    exported_state = exported.state_dict()
+    assert set(exported_state) == set(reference)
+    for key, value in exported_state.items():
+        assert torch.equal(value, reference[key]), key
+
 
 def test_memory_cli_reads_the_recipe_like_train_py():
     from sapiens2_ft.memory import Estimate, report, setup_from_config

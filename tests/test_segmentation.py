@@ -40,8 +40,9 @@ def test_seg_recipe_runs_end_to_end(tmp_path):
     assert {"mIoU", "mAcc", "aAcc", "ce", "dice"} <= set(summary["metrics"])
     assert 0.0 <= summary["metrics"]["mIoU"] <= 1.0
     assert "backbone pretrained, head new" in summary["model"]
-    maps = sorted((run_dir / "predictions").glob("*.png"))
-    assert len(maps) == 4  # 20 images -> 4 val images, all saved
+    maps = sorted(p for p in (run_dir / "predictions").glob("*.png") if not p.stem.endswith("_overlay"))
+    assert len(maps) == 4  # 20 images -> 4 val images, all saved (class ids, and their colour overlay)
+    assert len(list((run_dir / "predictions").glob("*_overlay.png"))) == 4
     import cv2
 
     assert cv2.imread(str(maps[0]), cv2.IMREAD_UNCHANGED).shape == (256, 192)

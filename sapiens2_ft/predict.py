@@ -1,0 +1,222 @@
+"""``python -m sapiens2_ft.predict --model DIR_OR_CKPT --input IMAGES --out OUT [--boxes boxes.json]``:
+batched inference over an image folder (or one image) with a fine-tuned model.
+
+``--model`` is an exported directory (``<run_dir>/export``), a hub id, or a training checkpoint (exported
+to ``OUT/model`` first). The task comes from the model's config.
+
+- pose: one top-down crop per person box (``--boxes``: a COCO json with ``images`` and ``annotations``,
+  or a list of ``{"file_name", "bbox": [x, y, w, h], "score"}``; without boxes, the whole image), flip
+  test, DARK-UDP decode. Writes ``OUT/keypoints.json`` (COCO keypoint results), ``OUT/images.json``
+  (the COCO images and person category they refer to, so ``COCO("images.json").loadRes("keypoints.json")``
+  works) and ``OUT/overlays/NAME.jpg``.
+- dense tasks: the whole image letterboxed to the model's input size; the outputs are mapped back to
+  the image's pixels and written as in validation (``NAME.png`` class ids + ``NAME_overlay.png``;
+  ``NAME.npy`` + ``NAME_normal.png`` / ``NAME_depth.png``; ``NAME_alpha.png`` + ``NAME_composite.png``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from datamodules.dense_transforms import DenseTransform
+from datamodules.pose_dataset import read_image
+from datamodules.transforms import affine
+from sapiens2_ft.checkpoints import is_distributed_checkpoint
+from sapiens2_ft.export import KEYPOINTS_FILE, PREPROCESSOR_FILE, export_checkpoint
+from sapiens2_ft.metrics.coco_keypoints import rescore
+from sapiens2_ft.models.factory import TASK_CLASSES, _resolve
+from sapiens2_ft.preprocessing import normalize_images
+from sapiens2_ft.visualize import draw_keypoints
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
+MODULES = {
+    "pose": "sapiens2_ft.modules.pose.PoseModule",
+    "seg": "sapiens2_ft.modules.segmentation.SegmentationModule",
+    "normal": "sapiens2_ft.modules.normal.NormalModule",
+    "pointmap": "sapiens2_ft.modules.pointmap.PointmapModule",
+    "matting": "sapiens2_ft.modules.matting.MattingModule",
+}
+KEYPOINT_SCORE_THRESHOLD = 0.2  # instance rescoring, as in validation
+DRAW_SCORE_THRESHOLD = 0.3
+
+
+def list_images(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    images = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not images:
+        raise SystemExit(f"--input: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in {path}")
+    return images
+
+
+def load_module(model: str, out: Path, keypoints: str | None = None, device: str = "cpu"):
+    """The task's LightningModule around the model at ``model``, in eval mode on ``device``."""
+    from transformers import Sapiens2Config
+
+    path = Path(model)
+    if path.is_file() or is_distributed_checkpoint(path):
+        path = export_checkpoint(path, out / "model")
+        print(f"exported checkpoint {model} -> {path}")
+    directory = Path(_resolve(str(path)))
+    config = Sapiens2Config.from_pretrained(directory)
+    architecture = (config.architectures or ["Sapiens2Model"])[0]
+    task = next((t for t, cls in TASK_CLASSES.items() if cls.__name__ == architecture), None)
+    if task is None:
+        raise SystemExit(f"--model: {model} holds a {architecture}, not a Sapiens2 task model")
+    input_size = list(config.image_size)
+    if (directory / PREPROCESSOR_FILE).is_file():
+        size = json.loads((directory / PREPROCESSOR_FILE).read_text()).get("size") or {}
+        input_size = [size.get("height", input_size[0]), size.get("width", input_size[1])]
+    kwargs: dict = {"pretrained": str(directory), "input_size": input_size}
+    if task == "pose":
+        kwargs["keypoints"] = keypoints or str(directory / KEYPOINTS_FILE)
+        if not Path(kwargs["keypoints"]).exists() and keypoints is None:
+            raise SystemExit(f"--model: {directory} has no {KEYPOINTS_FILE}; pass --keypoints (a set name or YAML)")
+    elif task == "seg":
+        kwargs["class_names"] = [config.id2label[i] for i in range(config.num_labels)]
+    module_path, name = MODULES[task].rsplit(".", 1)
+    module = getattr(__import__(module_path, fromlist=[name]), name)(**kwargs)
+    module.configure_model()
+    return module.eval().to(device), task
+
+
+def unwarp(maps: torch.Tensor, matrix: np.ndarray, input_size, image_size, mode: str = "bilinear") -> torch.Tensor:
+    """Maps (B, C, h, w) predicted for a warped input (``matrix``: image px -> input px) -> image pixels.
+
+    Works at any map resolution: positions are normalised by the input size (pixel centres).
+    """
+    height, width = image_size
+    ys, xs = torch.meshgrid(torch.arange(height, dtype=torch.float64), torch.arange(width, dtype=torch.float64),
+                            indexing="ij")
+    m = torch.as_tensor(matrix, dtype=torch.float64)
+    px = m[0, 0] * xs + m[0, 1] * ys + m[0, 2]
+    py = m[1, 0] * xs + m[1, 1] * ys + m[1, 2]
+    grid = torch.stack([(px + 0.5) / input_size[1] * 2 - 1, (py + 0.5) / input_size[0] * 2 - 1], dim=-1)
+    grid = grid[None].expand(len(maps), -1, -1, -1).to(maps.device, torch.float32)
+    return F.grid_sample(maps.float(), grid, mode=mode, padding_mode="border", align_corners=False)
+
+
+def write_files(out: Path, name: str, files: dict[str, np.ndarray]) -> None:
+    for suffix, array in files.items():
+        if suffix.endswith(".npy"):
+            np.save(out / f"{name}{suffix}", array)
+        else:
+            cv2.imwrite(str(out / f"{name}{suffix}"), array)
+
+
+@torch.no_grad()
+def predict_dense(module, images: list[Path], out: Path, batch_size: int) -> int:
+    transform = DenseTransform(module.hparams.input_size)
+    size = tuple(module.hparams.input_size)
+    for start in tqdm(range(0, len(images), batch_size), desc="predict", unit="batch"):
+        paths = images[start:start + batch_size]
+        originals = [read_image(str(p)) for p in paths]
+        matrices = [transform.matrix(im.shape[:2], None) for im in originals]
+        crops = np.stack([affine.warp_image(im, m, size) for im, m in zip(originals, matrices)])
+        pixels = torch.from_numpy(crops).permute(0, 3, 1, 2).to(module.device)
+        outputs = module.predict(normalize_images(pixels))
+        for i, (path, image, matrix) in enumerate(zip(paths, originals, matrices)):
+            sample = {key: value[i:i + 1] if value.ndim < 4 else unwarp(value[i:i + 1], matrix, size, image.shape[:2])
+                      for key, value in outputs.items()}
+            batch = {"image": torch.from_numpy(image).permute(2, 0, 1)[None]}
+            write_files(out, path.stem, module.prediction_files(sample, batch, 0))
+    return len(images)
+
+
+def read_boxes(path: Path | None, images: list[Path]) -> tuple[dict[str, int], dict[str, list]]:
+    """Image ids by file name, and person boxes ``[x, y, w, h, score]`` by file name."""
+    ids = {p.name: i + 1 for i, p in enumerate(images)}
+    if path is None:
+        return ids, {}
+    data = json.loads(Path(path).read_text())
+    boxes: dict[str, list] = {}
+    if isinstance(data, dict) and "images" in data:
+        ids = {im["file_name"]: im["id"] for im in data["images"]}
+        names = {im["id"]: im["file_name"] for im in data["images"]}
+        for ann in data.get("annotations", []):
+            if not ann.get("iscrowd", 0):
+                boxes.setdefault(names[ann["image_id"]], []).append([*ann["bbox"], ann.get("score", 1.0)])
+    elif isinstance(data, list):
+        for k, det in enumerate(data):
+            if "file_name" not in det or "bbox" not in det:
+                raise SystemExit(f"--boxes {path}: entry {k} needs 'file_name' and 'bbox' ([x, y, w, h])")
+            boxes.setdefault(Path(det["file_name"]).name, []).append([*det["bbox"], det.get("score", 1.0)])
+    else:
+        raise SystemExit(f"--boxes {path}: expected a COCO json with 'images' or a list of detections")
+    missing = [p.name for p in images if p.name not in ids]
+    if missing:
+        raise SystemExit(f"--boxes {path}: no image entry for {missing[:5]}")
+    return ids, boxes
+
+
+@torch.no_grad()
+def predict_pose(module, images: list[Path], out: Path, batch_size: int, boxes_file: Path | None) -> int:
+    ids, boxes = read_boxes(boxes_file, images)
+    input_size = tuple(module.hparams.input_size)
+    metainfo = module.metainfo
+    results, coco_images = [], []
+    (out / "overlays").mkdir(exist_ok=True)
+    for path in tqdm(images, desc="predict", unit="image"):
+        image = read_image(str(path))
+        height, width = image.shape[:2]
+        coco_images.append({"id": ids[path.name], "file_name": path.name, "height": height, "width": width})
+        people = boxes.get(path.name, []) if boxes_file else [[0, 0, width, height, 1.0]]
+        overlay = image.copy()
+        for start in range(0, len(people), batch_size):
+            chunk = np.asarray(people[start:start + batch_size], dtype=np.float64)
+            matrices = [affine.crop_matrix(*affine.box_to_center_scale(b[:4], input_size[1] / input_size[0]), 0.0,
+                                           input_size) for b in chunk]
+            crops = np.stack([affine.warp_image(image, m, input_size) for m in matrices])
+            pixels = torch.from_numpy(crops).permute(0, 3, 1, 2).to(module.device)
+            _, coords, scores = module.predict_keypoints(normalize_images(pixels))
+            coords, scores = coords.cpu().double().numpy(), scores.cpu().double().numpy()
+            instance_scores = rescore(scores, chunk[:, 4], KEYPOINT_SCORE_THRESHOLD)
+            for k, matrix in enumerate(matrices):
+                points = affine.transform_points(coords[k], affine.invert(matrix))
+                flat = np.concatenate([points, scores[k][:, None]], axis=1).reshape(-1)
+                results.append({"image_id": ids[path.name], "category_id": 1, "keypoints": flat.round(2).tolist(),
+                                "score": float(instance_scores[k]), "bbox": chunk[k, :4].round(2).tolist()})
+                overlay = draw_keypoints(overlay, points, scores[k] > DRAW_SCORE_THRESHOLD, metainfo.skeleton)
+        cv2.imwrite(str(out / "overlays" / f"{path.stem}.jpg"), overlay[..., ::-1])
+    names = list(metainfo.keypoint_names)
+    category = {"id": 1, "name": "person", "supercategory": "person", "keypoints": names,
+                "skeleton": [[a + 1, b + 1] for a, b in metainfo.skeleton]}
+    (out / "keypoints.json").write_text(json.dumps(results))
+    (out / "images.json").write_text(json.dumps({"images": coco_images, "annotations": [],
+                                                 "categories": [category]}))
+    return len(results)
+
+
+def main(argv: list[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(prog="python -m sapiens2_ft.predict", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="exported dir, hub id, .ckpt or distributed checkpoint dir")
+    parser.add_argument("--input", required=True, help="an image or a folder of images (searched recursively)")
+    parser.add_argument("--out", required=True, help="output folder (created)")
+    parser.add_argument("--boxes", default=None, help="pose: person boxes (COCO json or list of detections)")
+    parser.add_argument("--keypoints", default=None, help="pose: keypoint set when the model dir has none")
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    images = list_images(Path(args.input))
+    module, task = load_module(args.model, out, args.keypoints, args.device)
+    if task == "pose":
+        count = predict_pose(module, images, out, args.batch_size, Path(args.boxes) if args.boxes else None)
+        print(f"{count} people in {len(images)} images -> {out / 'keypoints.json'}, overlays in {out / 'overlays'}")
+    else:
+        predict_dense(module, images, out, args.batch_size)
+        print(f"{task} maps of {len(images)} images -> {out}")
+    return out
+
+
+if __name__ == "__main__":
+    main()

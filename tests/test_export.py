@@ -1,0 +1,137 @@
+"""Export to a transformers directory, and the predict CLI on exported models and checkpoints."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import lightning as L
+import numpy as np
+import pytest
+import torch
+import yaml
+from conftest import COCO17
+from pycocotools.coco import COCO
+from transformers import AutoModelForPoseEstimation, AutoModelForSemanticSegmentation
+from transformers.image_processing_utils import ImageProcessingMixin
+
+from datamodules.dense_datamodule import DenseDataModule
+from datamodules.transforms import affine
+from sapiens2_ft import predict
+from sapiens2_ft.checkpoints import CheckpointError, load_model
+from sapiens2_ft.export import export_checkpoint
+from sapiens2_ft.metainfo import load_metainfo, parse_metainfo
+from sapiens2_ft.modules.pose import PoseModule
+from sapiens2_ft.modules.segmentation import SegmentationModule
+
+
+@pytest.fixture(scope="module")
+def seg_checkpoint(dense_root, tmp_path_factory):
+    """A segmentation checkpoint written by a Lightning Trainer after 2 steps (tiny preset, 29 classes)."""
+    out = tmp_path_factory.mktemp("seg_ckpt")
+    module = SegmentationModule(size="tiny", input_size=(128, 96))
+    data = DenseDataModule("seg", root=str(dense_root), input_size=(128, 96), batch_size=2, num_workers=0)
+    trainer = L.Trainer(max_steps=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, limit_val_batches=0, default_root_dir=out)
+    trainer.fit(module, datamodule=data)
+    trainer.save_checkpoint(out / "seg.ckpt")
+    return out / "seg.ckpt"
+
+
+def test_pose_export_loads_with_auto_class_and_matches_the_module(pose_run, tiny_pose308_dir):
+    run_dir, summary = pose_run
+    export_dir = run_dir / "export"  # written at the end of fit, from the best checkpoint
+    assert summary["export"] == str(export_dir)
+    model = AutoModelForPoseEstimation.from_pretrained(export_dir).eval()
+    assert [model.config.id2label[i] for i in range(17)] == COCO17
+    metainfo = load_metainfo("coco17")
+    assert [list(p) for p in model.config.flip_pairs] == metainfo.flip_pairs
+    assert parse_metainfo(yaml.safe_load((export_dir / "keypoints.yaml").read_text()), "export") == \
+        parse_metainfo(metainfo.to_dict(), "export")  # the keypoint set survives whole
+    processor = ImageProcessingMixin.get_image_processor_dict(str(export_dir))[0]
+    assert processor["size"] == {"height": 256, "width": 192}
+    assert processor["image_mean"] == pytest.approx([0.485, 0.456, 0.406], abs=1e-4)
+
+    # The module built as in training, given the best checkpoint's weights the Lightning way.
+    module = PoseModule(pretrained=str(tiny_pose308_dir), keypoints="coco17", input_size=(256, 192))
+    module.configure_model()
+    module.load_state_dict(torch.load(summary["best_checkpoint"], weights_only=True)["state_dict"])
+    module.eval()
+    x = torch.randn(2, 3, 256, 192)
+    with torch.no_grad():
+        assert torch.allclose(model(x).heatmaps, module(x), atol=1e-5)
+
+
+def test_seg_export_matches_the_module(seg_checkpoint, tmp_path):
+    out = export_checkpoint(seg_checkpoint, tmp_path / "export")
+    model = AutoModelForSemanticSegmentation.from_pretrained(out).eval()
+    assert model.config.id2label[22] == "Torso" and model.config.num_labels == 29
+    module = SegmentationModule(size="tiny", input_size=(128, 96))
+    module.configure_model()
+    module.load_state_dict(torch.load(seg_checkpoint, weights_only=True)["state_dict"])
+    module.eval()
+    x = torch.randn(1, 3, 128, 96)
+    with torch.no_grad():
+        assert torch.allclose(model(x).logits, module(x)["logits"], atol=1e-5)
+
+
+def test_mismatched_checkpoint_weights_are_refused_with_the_list(seg_checkpoint, tmp_path):
+    data = torch.load(seg_checkpoint, weights_only=True)
+    state = data["state_dict"]
+    state.pop(next(k for k in state if k.endswith("predictor.bias")))
+    weight = next(k for k in state if k.endswith("predictor.weight"))
+    state[weight] = state[weight][:5]
+    state["model.extra.weight"] = torch.zeros(1)
+    torch.save(data, tmp_path / "broken.ckpt")
+    with pytest.raises(CheckpointError) as err:
+        load_model(tmp_path / "broken.ckpt")
+    message = str(err.value)
+    assert "missing (1): decode_head.predictor.bias" in message
+    assert "unexpected (1): extra.weight" in message
+    assert "decode_head.predictor.weight [5, 32, 1, 1] vs model [29, 32, 1, 1]" in message
+
+
+def test_predict_pose_writes_coco_results_and_overlays(pose_run, tiny_coco, tmp_path):
+    gt_file = tiny_coco / "annotations" / "person_keypoints_val2017.json"
+    out = predict.main(["--model", str(pose_run[0] / "export"), "--input", str(tiny_coco / "val2017"),
+                        "--out", str(tmp_path / "with_boxes"), "--boxes", str(gt_file), "--batch_size", "3"])
+    gt = COCO(str(gt_file))
+    results = json.loads((out / "keypoints.json").read_text())
+    assert len(results) == len(gt.getAnnIds())  # one result per person box
+    detections = gt.loadRes(results)  # valid COCO keypoint results for the user's own annotations
+    assert all(len(a["keypoints"]) == 17 * 3 for a in detections.dataset["annotations"])
+    assert sorted(p.name for p in (out / "overlays").iterdir()) == ["000000.jpg", "000001.jpg"]
+
+    # Without boxes: one whole-image person per image, and images.json to read the results against.
+    out = predict.main(["--model", str(pose_run[0] / "export"), "--input", str(tiny_coco / "val2017"),
+                        "--out", str(tmp_path / "whole")])
+    images = COCO(str(out / "images.json"))
+    results = images.loadRes(str(out / "keypoints.json"))
+    assert len(results.getAnnIds()) == 2
+    for ann in results.dataset["annotations"]:  # keypoints in image pixels
+        xy = np.asarray(ann["keypoints"]).reshape(-1, 3)[:, :2]
+        assert (xy >= -1).all() and (xy[:, 0] <= 192).all() and (xy[:, 1] <= 256).all()
+
+
+def test_predict_dense_from_a_checkpoint_writes_maps_at_image_size(seg_checkpoint, dense_root, tmp_path):
+    image = next((dense_root / "val" / "images").iterdir())
+    out = predict.main(["--model", str(seg_checkpoint), "--input", str(image), "--out", str(tmp_path / "out")])
+    assert (out / "model" / "model.safetensors").exists()  # the checkpoint was exported first
+    labels = cv2.imread(str(out / f"{image.stem}.png"), cv2.IMREAD_UNCHANGED)
+    height, width = cv2.imread(str(image)).shape[:2]
+    assert labels.shape == (height, width) and labels.max() < 29
+    assert cv2.imread(str(out / f"{image.stem}_overlay.png")).shape == (height, width, 3)
+
+
+def test_unwarp_inverts_the_letterbox():
+    from datamodules.dense_transforms import DenseTransform
+
+    height, width, size = 90, 160, (64, 48)
+    ys, xs = np.mgrid[:height, :width].astype(np.float32)
+    ramp = np.stack([xs, ys], axis=-1)
+    matrix = DenseTransform(size).matrix((height, width), None)
+    warped = affine.warp_image(ramp, matrix, size)
+    back = predict.unwarp(torch.from_numpy(warped).permute(2, 0, 1)[None], matrix, size, (height, width))
+    back = back[0].permute(1, 2, 0).numpy()
+    inner = (slice(4, -4), slice(4, -4))
+    assert np.abs(back[inner] - ramp[inner]).max() < 1.0  # within a pixel of the original positions

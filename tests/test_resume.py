@@ -1,0 +1,105 @@
+"""``--resume`` restores the whole training state; ``--init_from`` only the weights; mismatches are refused."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import torch
+import yaml
+from conftest import pose_run_args
+from crash_at_step import TrainingCrash
+
+from sapiens2_ft.checkpoints import CheckpointError
+from sapiens2_ft.cli import main
+from sapiens2_ft.modules.pose import PoseModule
+from sapiens2_ft.modules.segmentation import SegmentationModule
+
+
+def logged(run_dir, prefix: str) -> dict[int, tuple[float, ...]]:
+    """step -> values of the metrics.csv columns starting with ``prefix`` (the last row of a step wins)."""
+    with open(run_dir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    columns = sorted(k for k in rows[0] if k.startswith(prefix))
+    out = {}
+    for row in rows:
+        if row[columns[0]]:
+            out[int(row["step"])] = tuple(float(row[c]) for c in columns)
+    return out
+
+
+def crash_config(tmp_path, step: int):
+    path = tmp_path / "crash.yaml"
+    path.write_text(yaml.safe_dump({"trainer": {"callbacks": [
+        {"class_path": "crash_at_step.CrashAtStep", "init_args": {"step": step}}]}}))
+    return str(path)
+
+
+def test_resume_auto_continues_step_and_lr_schedule(pose_run, tiny_coco, tiny_pose308_dir, tmp_path, capsys):
+    full_dir, full = pose_run
+    run_dir = tmp_path / "run"
+    args = pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 4, "--tracking.logger", "csv", "--export", "false")
+    with pytest.raises(TrainingCrash):
+        main(args + ["--config", crash_config(tmp_path, 3)])
+    assert not (run_dir / "summary.json").exists()
+    assert max(logged(run_dir, "lr-")) == 2  # logged through step 2; its checkpoint is the last good one
+
+    resumed_args = [a if a != "false" or args[i - 1] != "--trainer.enable_progress_bar" else "true"
+                    for i, a in enumerate(args)]
+    summary = main(resumed_args + ["--resume", "auto"])
+    out = capsys.readouterr()
+    assert f"resuming {run_dir / 'checkpoints' / 'last.ckpt'}: task pose, 17 outputs, step 2" in out.out
+    assert summary["global_step"] == 4
+    assert "4/4 [" in out.out and "samples_per_s" in out.out  # the step progress bar, ending at the total
+
+    expected, got = logged(full_dir, "lr-"), logged(run_dir, "lr-")
+    assert sorted(got) == sorted(expected) == [0, 1, 2, 3]
+    for step in expected:  # the schedule continued where it stopped, with every param group
+        assert got[step] == pytest.approx(expected[step], rel=1e-6), step
+
+
+def test_init_from_loads_weights_only_and_starts_at_step_zero(pose_run, tiny_coco, tiny_pose308_dir, tmp_path,
+                                                               capsys):
+    full_dir, full = pose_run
+    checkpoint = full_dir / "checkpoints" / "last.ckpt"
+    run_dir = tmp_path / "run"
+    summary = main(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 2, "--tracking.logger", "csv",
+                                 "--export", "false", "--init_from", str(checkpoint)))
+    assert "weights only" in capsys.readouterr().out
+    assert summary["global_step"] == 2
+    assert "init_from: all weights of the checkpoint at step 4" in summary["model"]
+    lrs = logged(run_dir, "lr-")
+    assert min(lrs) == 0 and lrs[0] == pytest.approx(logged(full_dir, "lr-")[0])  # warm-up starts again
+
+    module = PoseModule(init_from=str(checkpoint), keypoints="coco17", input_size=(256, 192))
+    module.configure_model()
+    trained = torch.load(checkpoint, weights_only=True)["state_dict"]
+    for key, value in module.state_dict().items():
+        assert torch.equal(value, trained[key]), key
+
+
+def test_init_from_refuses_another_task_or_keypoint_set(pose_run, tmp_path):
+    checkpoint = str(pose_run[0] / "checkpoints" / "last.ckpt")
+    with pytest.raises(CheckpointError, match="holds a pose model, this run trains seg"):
+        SegmentationModule(init_from=checkpoint, input_size=(256, 192)).configure_model()
+    keypoints = tmp_path / "face3.yaml"
+    keypoints.write_text(yaml.safe_dump({"keypoints": ["nose", "left_eye", "right_eye"], "sigmas": [0.03] * 3}))
+    with pytest.raises(CheckpointError, match="another keypoint set: 17 keypoints there, 3 here"):
+        PoseModule(init_from=checkpoint, keypoints=str(keypoints), input_size=(256, 192)).configure_model()
+
+
+def test_resume_refuses_another_keypoint_set(pose_run, tiny_coco, tiny_pose308_dir, tmp_path):
+    keypoints = tmp_path / "face3.yaml"
+    keypoints.write_text(yaml.safe_dump({"keypoints": ["nose", "left_eye", "right_eye"], "sigmas": [0.03] * 3}))
+    args = pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / "run", 4, "--tracking.logger", "csv",
+                         "--data.keypoints", str(keypoints), "--resume", str(pose_run[0]))
+    with pytest.raises(SystemExit, match="--resume: .* another keypoint set"):
+        main(args)
+
+
+def test_resume_path_must_exist_and_excludes_init_from(tiny_coco, tiny_pose308_dir, tmp_path):
+    args = pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / "run")
+    with pytest.raises(SystemExit, match="does not exist"):
+        main(args + ["--resume", str(tmp_path / "nowhere.ckpt")])
+    with pytest.raises(SystemExit, match="give one of them"):
+        main(args + ["--resume", "auto", "--init_from", str(tmp_path)])
