@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import matplotlib
@@ -28,13 +29,25 @@ def read_metrics(path: Path) -> dict[str, list[tuple[float, float]]]:
     return {key: sorted(points.items()) for key, points in series.items()}
 
 
+def metric_family(name: str) -> str:
+    """Metrics drawn together: ``AP``/``AP50``/``APM`` -> ``AP``; ``angle_mean``/``angle_rmse`` -> ``angle``."""
+    return name.split("_")[0] if "_" in name else re.sub(r"(\d+|[ML])$", "", name)
+
+
 def _panels(series: dict) -> list[tuple[str, list[str]]]:
-    """(title, columns) per subplot: train losses together, each val metric alone, lr, speed, memory."""
+    """(title, columns) per subplot: train losses, val losses, each val metric family, lr, speed, memory."""
     train = sorted(k for k in series if k.startswith("train/") and k != "train/samples_per_s")
+    terms = {k.split("/", 1)[1] for k in train}
     val = sorted(k for k in series if k.startswith("val/"))
+    val_losses = [k for k in val if k.split("/", 1)[1] in terms]
+    families: dict[str, list[str]] = {}
+    for key in val:
+        if key not in val_losses:
+            families.setdefault(metric_family(key.split("/", 1)[1]), []).append(key)
     lrs = sorted(k for k in series if k.startswith("lr-"))
     panels = [("train losses", train)] if train else []
-    panels += [(key, [key]) for key in val]
+    panels += [("val losses", val_losses)] if val_losses else []
+    panels += [(f"val {family}", keys) for family, keys in families.items()]
     if lrs:  # the head's group has the largest learning rate; layer-wise decay gives the others
         head = max(lrs, key=lambda k: max(v for _, v in series[k]))
         panels.append(("learning rate (head group)", [head]))
@@ -60,14 +73,15 @@ def write_results_png(run_dir: str | Path, monitor: str | None = None) -> Path |
             steps, values = zip(*series[key])
             style = "o-" if len(steps) < 30 else "-"
             ax.plot(steps, values, style, markersize=3, label=key.split("/", 1)[-1])
-        ax.set_title(title + (" (checkpoint metric)" if keys == [monitor] else ""), fontsize=10)
+        ax.set_title(title + (f" ({monitor.split('/', 1)[1]}: checkpoint metric)" if monitor in keys else ""),
+                     fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         if len(keys) > 1:
             ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.suptitle(run_dir.name)
+    fig.suptitle(f"{run_dir.parent.name}/{run_dir.name}")
     fig.tight_layout()
     out = run_dir / "results.png"
     fig.savefig(out, dpi=90)

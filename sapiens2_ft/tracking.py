@@ -5,7 +5,8 @@ dashboard: ``wandb`` (default), ``tensorboard``, or ``csv`` (nothing more).
 
 wandb never prompts: it runs online when ``WANDB_API_KEY`` is set or a ``wandb login`` key is in
 the netrc file, offline otherwise (with the ``wandb sync`` command printed). An explicit
-``WANDB_MODE`` (``online``, ``offline``, ``disabled``) is obeyed.
+``WANDB_MODE`` (``online``, ``offline``, ``disabled``) is obeyed. An online start that fails within
+``WANDB_INIT_TIMEOUT`` seconds (default 60: no network, a bad key) falls back to offline.
 """
 
 from __future__ import annotations
@@ -109,20 +110,41 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:8]
 
 
-def build_loggers(config: TrackingConfig, run_dir: Path, wandb_id: str | None = None) -> list[Logger]:
-    """CSV into ``run_dir`` plus the configured dashboard; ``wandb_id`` continues an earlier wandb run."""
+def _wandb_logger(config: TrackingConfig, run_dir: Path, run_id: str, mode: str) -> WandbLogger:
+    import wandb
+
+    return WandbLogger(project=config.project, name=config.name or run_dir.name, entity=config.entity,
+                       tags=config.tags, save_dir=str(run_dir), id=run_id, mode=mode,
+                       resume="allow" if mode == "online" else None,
+                       settings=wandb.Settings(init_timeout=float(os.environ.get("WANDB_INIT_TIMEOUT", 60))))
+
+
+def _start_wandb(config: TrackingConfig, run_dir: Path, run_id: str) -> WandbLogger:
+    """Start the run now (rank 0), so an online start that fails (no network, a bad key) falls back to
+    offline logging instead of stopping the training run; the message says how to upload it later."""
+    mode = wandb_mode()
+    logger = _wandb_logger(config, run_dir, run_id, mode)
+    if mode == "online":
+        try:
+            logger.experiment  # noqa: B018 (creates the wandb run on rank 0)
+        except Exception as err:  # wandb raises several types for network and auth failures
+            reason = (str(err).splitlines() or [""])[0]
+            rank_zero_info(f"wandb could not start online ({type(err).__name__}: {reason}); logging offline")
+            # wandb keeps the failed run's id reserved in this process: the offline run gets a new one
+            mode, logger = "offline", _wandb_logger(config, run_dir, new_run_id(), "offline")
+    if mode == "offline":
+        rank_zero_info(f"wandb is offline; to upload this run later: wandb sync {run_dir / 'wandb'}/offline-run-*"
+                       f" (online needs WANDB_API_KEY or `wandb login`)")
+    return logger
+
+
+def build_loggers(config: TrackingConfig, run_dir: Path, run_id: str) -> list[Logger]:
+    """CSV into ``run_dir`` plus the configured dashboard; ``run_id`` names (or continues) the wandb run."""
     loggers: list[Logger] = [RunCSVLogger(run_dir, name="", version="")]
-    name = config.name or run_dir.name
     if config.logger == "tensorboard":
         loggers.append(TensorBoardLogger(run_dir, name="tensorboard", version=""))
     elif config.logger == "wandb":
-        mode = wandb_mode()
-        loggers.append(WandbLogger(project=config.project, name=name, entity=config.entity, tags=config.tags,
-                                   save_dir=str(run_dir), id=wandb_id, mode=mode,
-                                   resume="allow" if wandb_id and mode == "online" else None))
-        if mode == "offline":
-            rank_zero_info(f"wandb is offline (no WANDB_API_KEY and no `wandb login`); to upload this run later: "
-                           f"wandb sync {run_dir / 'wandb'}/offline-run-*")
+        loggers.append(_start_wandb(config, run_dir, run_id))
     return loggers
 
 

@@ -38,7 +38,7 @@ def crash_config(tmp_path, step: int):
 def test_resume_auto_continues_step_and_lr_schedule(pose_run, tiny_coco, tiny_pose308_dir, tmp_path, capsys):
     full_dir, full = pose_run
     run_dir = tmp_path / "run"
-    args = pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 4, "--tracking.logger", "csv", "--export", "false")
+    args = pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 4, "--export", "false")  # wandb, offline here
     with pytest.raises(TrainingCrash):
         main(args + ["--config", crash_config(tmp_path, 3)])
     assert not (run_dir / "summary.json").exists()
@@ -51,6 +51,9 @@ def test_resume_auto_continues_step_and_lr_schedule(pose_run, tiny_coco, tiny_po
     assert f"resuming {run_dir / 'checkpoints' / 'last.ckpt'}: task pose, 17 outputs, step 2" in out.out
     assert summary["global_step"] == 4
     assert "4/4 [" in out.out and "samples_per_s" in out.out  # the step progress bar, ending at the total
+
+    first, second = sorted((run_dir / "wandb").glob("offline-run-*"), key=lambda p: p.stat().st_mtime)
+    assert first.name.split("-")[-1] == second.name.split("-")[-1]  # the same wandb run continues
 
     expected, got = logged(full_dir, "lr-"), logged(run_dir, "lr-")
     assert sorted(got) == sorted(expected) == [0, 1, 2, 3]

@@ -101,3 +101,16 @@ def test_tensorboard_is_one_switch_away(tiny_coco, tiny_pose308_dir, tmp_path):
     assert {"train/loss", "val/AP", "train/samples_per_s"} <= set(events.Tags()["scalars"])
     assert "val/pose/0" in events.Tags()["images"]
     assert (run_dir / "metrics.csv").exists()  # CSV is always written
+
+
+def test_failed_online_start_falls_back_to_offline(no_wandb_env, monkeypatch, tmp_path):
+    from lightning.pytorch.loggers import WandbLogger
+
+    from sapiens2_ft.tracking import TrackingConfig, build_loggers
+
+    monkeypatch.setenv("WANDB_API_KEY", "0123456789abcdef0123456789abcdef01234567")
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "3")
+    (_, logger) = build_loggers(TrackingConfig(), tmp_path, "abcd1234")
+    assert isinstance(logger, WandbLogger) and logger.experiment.settings.mode == "offline"
+    logger.experiment.finish()
