@@ -59,8 +59,12 @@ def load_instances(
     metainfo: KeypointMetainfo,
     min_keypoints: int = 1,
     on_bad_sample: str = "error",
+    exclude_ids: set | frozenset = frozenset(),
 ) -> tuple[list[PoseInstance], Counter]:
-    """Non-crowd person instances with at least ``min_keypoints`` labelled keypoints, and skip counts."""
+    """Non-crowd person instances with at least ``min_keypoints`` labelled keypoints, and skip counts.
+
+    ``exclude_ids``: annotation ids the data check found unusable, skipped as bad records.
+    """
     coco = load_coco(ann_file)
     skipped: Counter = Counter()
     instances: list[PoseInstance] = []
@@ -68,6 +72,9 @@ def load_instances(
     for ann in coco.dataset.get("annotations", []):
         ann_id = ann.get("id")
         what = f"annotation id {ann_id}"
+        if ann_id in exclude_ids:
+            skipped["bad record"] += 1
+            continue
         try:
             if ann.get("iscrowd", 0):
                 skipped["crowd"] += 1

@@ -9,6 +9,7 @@ import lightning as L
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
+from datamodules.data_check import DataReport, check_dense, fail_or_warn
 from datamodules.dense_dataset import DenseDataset
 from datamodules.loaders import make_loader
 from datamodules.dense_files import TASKS, list_samples
@@ -99,8 +100,16 @@ class DenseDataModule(L.LightningDataModule):
         return DenseDataset(samples, hp.task, hp.input_size, hp.num_classes, self.flip_classes, augment,
                             hp.on_bad_sample)
 
+    def check(self, decode: bool = True) -> DataReport:
+        """Every problem of the train and val splits: missing targets, and with ``decode`` every file's content."""
+        hp, report = self.hparams, DataReport()
+        for split in (hp.train_split, hp.val_split):
+            check_dense(self.root, split, hp.task, hp.num_classes, report, decode)
+        return report
+
     def setup(self, stage: str | None = None) -> None:
         if stage in ("fit", None) and self.train_set is None:
+            fail_or_warn(self.check(decode=False), self.hparams.on_bad_sample)
             self.train_set = self._dataset(self.hparams.train_split, self.augment)
         if stage in ("fit", "validate", None) and self.val_set is None:
             self.val_set = self._dataset(self.hparams.val_split, None)

@@ -6,11 +6,10 @@ from typing import Literal
 
 import numpy as np
 import torch
-from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import Dataset
 
 from datamodules import dense_files as files
-from datamodules.coco_keypoints import DataError
+from datamodules.loaders import replace_bad_samples, sample_rng
 from datamodules.dense_files import DenseSample
 from datamodules.dense_transforms import CANONICAL_FOCAL, DenseAugment, DenseTransform, canonical_pointmap
 from datamodules.pose_dataset import read_image
@@ -82,8 +81,8 @@ class DenseDataset(Dataset):
     the XYZ of its nearest source pixel); matting ``alpha`` (1, H, W) + ``foreground`` (3, H, W) in
     [0, 1] (zeros without a foreground file) + ``has_foreground`` bool.
 
-    ``on_bad_sample="skip"``: a sample raising DataError is warned about, counted in ``skipped``
-    (per worker process) and replaced by the next one.
+    ``on_bad_sample="skip"``: a sample raising DataError is warned about and replaced by the next one;
+    the item counts the replaced ones (``bad_samples_replaced``).
     """
 
     def __init__(self, samples: list[DenseSample], task: str, input_size: tuple[int, int], num_classes: int = 29,
@@ -98,31 +97,28 @@ class DenseDataset(Dataset):
         self.augment = augment
         self.on_bad_sample = on_bad_sample
         self.canonical_focal = canonical_focal
-        self.skipped = 0
         self._rng: np.random.Generator | None = None
 
     def __len__(self) -> int:
         return len(self.samples)
 
     def rng(self) -> np.random.Generator:
-        """One generator per worker, seeded from torch so persistent workers do not repeat augmentations."""
+        """Fallback for plain integer keys: one generator per worker, seeded from torch. The training
+        sampler gives each sample its own (``loaders.sample_rng``)."""
         if self._rng is None:
             self._rng = np.random.default_rng(torch.initial_seed())
         return self._rng
 
-    def item(self, index: int) -> dict:
+    def item(self, index: int, rng: np.random.Generator | None = None) -> dict:
         sample = self.samples[index]
         data = load_sample(sample, self.task, self.num_classes)
-        data = self.transform(data, self.rng() if self.augment is not None else None)
+        data = self.transform(data, rng)
         return {**to_item(data, self.task, self.canonical_focal), "name": sample.name}
 
-    def __getitem__(self, index: int) -> dict:
-        for attempt in range(len(self.samples)):
-            try:
-                return self.item((index + attempt) % len(self.samples))
-            except DataError as err:
-                if self.on_bad_sample == "error":
-                    raise
-                self.skipped += 1
-                rank_zero_warn(f"skipping bad sample: {err}")
-        raise DataError(f"dense_dataset.py: every sample of the dataset is unusable ({len(self.samples)})")
+    def __getitem__(self, key) -> dict:
+        """``key``: an index, or ``(index, epoch_seed)`` from the training sampler."""
+        index, rng = sample_rng(key)
+        if rng is None and self.augment is not None:
+            rng = self.rng()
+        return replace_bad_samples(lambda i: self.item(i, rng if self.augment is not None else None), index,
+                                   len(self), self.on_bad_sample)

@@ -43,7 +43,7 @@ class DenseSample:
     files: dict[str, Path] = field(default_factory=dict)
 
 
-def _required(task: str, split_dir: Path, name: str) -> tuple[dict[str, Path], dict[str, Path]]:
+def target_paths(task: str, split_dir: Path, name: str) -> tuple[dict[str, Path], dict[str, Path]]:
     """(required, optional) target paths of one sample."""
     def p(folder: str, suffix: str) -> Path:
         return split_dir / folder / f"{name}{suffix}"
@@ -81,7 +81,7 @@ def list_samples(root, split: str, task: str,
         raise DataError(f"{image_dir}: several images share the stem(s) {sorted(duplicated)[:5]}")
     samples, skipped = [], Counter()
     for image in images:
-        required, optional = _required(task, split_dir, image.stem)
+        required, optional = target_paths(task, split_dir, image.stem)
         missing = [path for path in required.values() if not path.is_file()]
         if missing:
             if on_bad_sample == "error":

@@ -225,5 +225,6 @@ class DenseTransform:
             if rng.random() < self.augment.flip_prob:
                 out = flip_sample(out, self.flip_table)
             if self.photometric is not None:
+                self.photometric.set_random_seed(int(rng.integers(2**31)))
                 out["image"] = self.photometric(image=out["image"])["image"]
         return out

@@ -20,6 +20,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from datamodules.coco_keypoints import load_detections, load_instances
+from datamodules.data_check import DataReport, check_coco, fail_or_warn
 from datamodules.loaders import make_loader
 from datamodules.pose_dataset import TopdownPoseDataset
 from datamodules.transforms.topdown import TopdownAugment
@@ -123,13 +124,23 @@ class PoseDataModule(L.LightningDataModule):
         detail = ", ".join(f"{n} {why}" for why, n in skipped.items()) or "none"
         rank_zero_info(f"{split}: {count} person instances (skipped: {detail})")
 
+    def check(self, decode: bool = True) -> DataReport:
+        """Every problem of the train and val annotations (and, with ``decode``, of every image file)."""
+        hp, report = self.hparams, DataReport()
+        check_coco(self.root / hp.train_ann, self.root / hp.train_images, self.metainfo, report, "train", decode)
+        check_coco(self.val_annotation_file, self.root / hp.val_images, self.metainfo, report, "val", decode)
+        return report
+
     def setup(self, stage: str | None = None) -> None:
         hp = self.hparams
         if stage in ("fit", None) and self.train_set is None:
+            report = fail_or_warn(self.check(decode=False), hp.on_bad_sample)
             train, skipped = load_instances(self.root / hp.train_ann, self.root / hp.train_images, self.metainfo,
-                                            hp.min_keypoints, hp.on_bad_sample)
+                                            hp.min_keypoints, hp.on_bad_sample,
+                                            report.bad_annotations.get(str(self.root / hp.train_ann), set()))
             self._report("train", len(train), skipped)
-            self.train_set = TopdownPoseDataset(train, self.metainfo, hp.input_size, self.augment, hp.box_padding)
+            self.train_set = TopdownPoseDataset(train, self.metainfo, hp.input_size, self.augment, hp.box_padding,
+                                                hp.on_bad_sample)
         if stage in ("fit", "validate", None) and self.val_set is None:
             if hp.val_detections:
                 val, skipped = load_detections(self.root / hp.val_detections, self.val_annotation_file,
@@ -138,7 +149,7 @@ class PoseDataModule(L.LightningDataModule):
                 val, skipped = load_instances(self.val_annotation_file, self.root / hp.val_images, self.metainfo,
                                               1, hp.on_bad_sample)
             self._report("val", len(val), skipped)
-            self.val_set = TopdownPoseDataset(val, self.metainfo, hp.input_size, None, hp.box_padding)
+            self.val_set = TopdownPoseDataset(val, self.metainfo, hp.input_size, None, hp.box_padding, hp.on_bad_sample)
 
     def _loader(self, dataset, batch_size: int, shuffle: bool) -> DataLoader:
         hp = self.hparams

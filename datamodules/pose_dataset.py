@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import cv2
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
 from datamodules.coco_keypoints import DataError, PoseInstance
+from datamodules.loaders import replace_bad_samples, sample_rng
 from datamodules.transforms import affine
 from datamodules.transforms.photometric import photometric_pipeline
 from datamodules.transforms.topdown import TopdownAugment, half_body_box, random_box
@@ -40,13 +43,15 @@ class TopdownPoseDataset(Dataset):
     """
 
     def __init__(self, instances: list[PoseInstance], metainfo: KeypointMetainfo, input_size: tuple[int, int],
-                 augment: TopdownAugment | None = None, box_padding: float = 1.25):
+                 augment: TopdownAugment | None = None, box_padding: float = 1.25,
+                 on_bad_sample: Literal["error", "skip"] = "error"):
         self.instances = instances
         self.metainfo = metainfo
         self.input_size = tuple(input_size)
         self.aspect_ratio = input_size[1] / input_size[0]
         self.augment = augment
         self.box_padding = box_padding
+        self.on_bad_sample = on_bad_sample
         self._rng: np.random.Generator | None = None
         self.photometric = (photometric_pipeline(augment.photometric_prob, augment.blur_prob, augment.dropout_prob)
                             if augment else None)
@@ -56,8 +61,8 @@ class TopdownPoseDataset(Dataset):
         return len(self.instances)
 
     def rng(self) -> np.random.Generator:
-        """One generator per worker process, seeded from torch (``seed_everything(workers=True)``) and
-        advancing across epochs, so persistent workers do not repeat their augmentations."""
+        """Fallback for plain integer keys: one generator per worker process, seeded from torch and
+        advancing across epochs. The training sampler gives each sample its own (``loaders.sample_rng``)."""
         if self._rng is None:
             seed = torch.initial_seed()
             self._rng = np.random.default_rng(seed)
@@ -82,9 +87,16 @@ class TopdownPoseDataset(Dataset):
             matrix = affine.compose(affine.hflip_matrix(self.input_size[1]), matrix)
         return matrix, flip
 
-    def __getitem__(self, index: int) -> dict:
+    def __getitem__(self, key) -> dict:
+        """``key``: an index, or ``(index, epoch_seed)`` from the training sampler. Under
+        ``on_bad_sample="skip"`` an unreadable sample is replaced by the next one (``bad_samples_replaced``)."""
+        index, rng = sample_rng(key)
+        if rng is None and self.augment:
+            rng = self.rng()
+        return replace_bad_samples(lambda i: self.item(i, rng), index, len(self), self.on_bad_sample)
+
+    def item(self, index: int, rng: np.random.Generator | None) -> dict:
         inst = self.instances[index]
-        rng = self.rng() if self.augment else None  # also seeds the photometric pipeline
         visible = inst.visibility > 0
         matrix, flip = self._crop(inst, visible, rng)
         image = affine.warp_image(read_image(inst.image_path), matrix, self.input_size)
@@ -93,6 +105,7 @@ class TopdownPoseDataset(Dataset):
         if flip:
             keypoints, weights = keypoints[self.flip_indices], weights[self.flip_indices]
         if self.photometric is not None:
+            self.photometric.set_random_seed(int(rng.integers(2**31)))
             image = self.photometric(image=image)["image"]
         x, y, w, h = inst.bbox
         return {

@@ -1,0 +1,262 @@
+"""Check every sample of a dataset and list every problem at once (file, record, field, what was expected).
+
+``check_coco`` covers a COCO keypoints json and its images; ``check_dense`` a dense split folder.
+With ``decode=False`` only what is cheap is checked (json schema, files present): that is what
+``setup`` runs at the start of fit; ``python -m sapiens2_ft.check_data`` also decodes every file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from lightning.pytorch.utilities import rank_zero_warn
+from tqdm import tqdm
+
+from datamodules import dense_files as files
+from datamodules.coco_keypoints import DataError
+from datamodules.pose_dataset import read_image
+from sapiens2_ft.metainfo import KeypointMetainfo
+
+BBOX_TOLERANCE = 1.0  # pixels a box may reach beyond the image border
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    record: str  # "annotation 17", "image 3", "sample NAME", "-"
+    field: str
+    expected: str  # what is wrong and what was expected
+    fatal: bool = True
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.record}: {self.field}: {self.expected}"
+
+
+class DataReport:
+    """Problems found, and what was checked, per split."""
+
+    def __init__(self):
+        self.problems: list[Problem] = []
+        self.checked: dict[str, Counter] = {}
+        self.bad_annotations: dict[str, set[int]] = {}  # annotation file -> ids with a fatal problem
+
+    def add(self, file, record: str, field: str, expected: str, fatal: bool = True) -> None:
+        self.problems.append(Problem(str(file), record, field, expected, fatal))
+
+    def count(self, split: str, what: str, n: int = 1) -> None:
+        self.checked.setdefault(split, Counter())[what] += n
+
+    @property
+    def fatal(self) -> list[Problem]:
+        return [p for p in self.problems if p.fatal]
+
+    def format(self, limit: int = 50) -> str:
+        """Counts per split, then the problems grouped by field, fatal first (``limit`` lines per group)."""
+        lines = [f"checked {split}: " + ", ".join(f"{n} {what}" for what, n in counts.items())
+                 for split, counts in self.checked.items()]
+        if not self.problems:
+            return "\n".join(lines + ["no problems found"])
+        lines.append(f"{len(self.problems)} problems ({len(self.fatal)} fatal):")
+        groups: dict[tuple[bool, str], list[Problem]] = {}
+        for problem in self.problems:
+            groups.setdefault((not problem.fatal, problem.field), []).append(problem)
+        for (warning, field), group in sorted(groups.items()):
+            lines.append(f"  [{'warning' if warning else 'fatal'}] {field}: {len(group)}")
+            lines += [f"    {p}" for p in group[:limit]]
+            if len(group) > limit:
+                lines.append(f"    ... {len(group) - limit} more")
+        return "\n".join(lines)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_images(data: dict, ann_file: Path, images_dir: Path, report: DataReport, split: str,
+                  decode: bool) -> dict:
+    """Image records by id (the first of duplicated ids); files present, decodable, of the stated size."""
+    images: dict = {}
+    records = data["images"]
+    for i, image in enumerate(tqdm(records, desc=f"{split} images", unit="img", disable=not decode or len(records) < 200)):
+        image_id = image.get("id") if isinstance(image, dict) else None
+        where = f"image {image_id}" if image_id is not None else f"images[{i}]"
+        if not isinstance(image, dict) or not isinstance(image_id, int):
+            report.add(ann_file, where, "id", "every image needs an integer 'id'")
+            continue
+        if image_id in images:
+            report.add(ann_file, where, "id", f"image id {image_id} is used by more than one image (ids must be unique)")
+            continue
+        images[image_id] = image
+        name = image.get("file_name")
+        if not isinstance(name, str):
+            report.add(ann_file, where, "file_name", "a string path relative to the image folder")
+            continue
+        path = images_dir / name
+        if not path.is_file():
+            report.add(path, where, "file_name", f"image file not found (listed in {ann_file.name})")
+            continue
+        report.count(split, "images")
+        if decode:
+            try:
+                pixels = read_image(str(path))
+            except DataError:
+                report.add(path, where, "image", "a decodable image (missing data, truncated or not an image)")
+                continue
+            height, width = pixels.shape[:2]
+            stated = (image.get("width"), image.get("height"))
+            if stated != (None, None) and stated != (width, height):
+                report.add(path, where, "width/height", f"json says {stated[0]}x{stated[1]}, the file is {width}x{height}")
+    return images
+
+
+def _check_annotation(ann: dict, index: int, ann_file: Path, images: dict, categories: set, seen: set,
+                      metainfo: KeypointMetainfo, report: DataReport) -> bool:
+    ann_id = ann.get("id")
+    where = f"annotation {ann_id}" if ann_id is not None else f"annotations[{index}]"
+    add = lambda field, expected, fatal=True: report.add(ann_file, where, field, expected, fatal)  # noqa: E731
+    ok = True
+    if not isinstance(ann_id, int):
+        add("id", "every annotation needs an integer 'id'")
+        ok = False
+    elif ann_id in seen:
+        add("id", f"annotation id {ann_id} is used more than once (ids must be unique)")
+        ok = False
+    seen.add(ann_id)
+    image = images.get(ann.get("image_id"))
+    if image is None:
+        add("image_id", f"an id listed in 'images', got {ann.get('image_id')!r}")
+        ok = False
+    if ann.get("category_id") not in categories:
+        add("category_id", f"one of the category ids {sorted(categories)}, got {ann.get('category_id')!r}")
+        ok = False
+    bbox = ann.get("bbox")
+    if not (isinstance(bbox, list) and len(bbox) == 4 and all(_is_number(v) for v in bbox)):
+        add("bbox", f"[x, y, w, h] of 4 finite numbers, got {bbox!r}")
+        ok = False
+    elif bbox[2] <= 0 or bbox[3] <= 0:
+        add("bbox", f"width and height > 0, got {bbox}")
+        ok = False
+    elif image is not None and _is_number(image.get("width")) and _is_number(image.get("height")):
+        x, y, w, h = bbox
+        if x < -BBOX_TOLERANCE or y < -BBOX_TOLERANCE or x + w > image["width"] + BBOX_TOLERANCE \
+                or y + h > image["height"] + BBOX_TOLERANCE:
+            add("bbox", f"inside the {image['width']}x{image['height']} image, got {bbox}", fatal=False)
+    if ann.get("iscrowd", 0):
+        return ok
+    raw = ann.get("keypoints")
+    expected = 3 * metainfo.num_keypoints
+    if not isinstance(raw, list) or len(raw) != expected:
+        count = f"{len(raw)} numbers" if isinstance(raw, list) else "missing"
+        add("keypoints", f"{count}, expected {expected} ({metainfo.num_keypoints} keypoints of set "
+                         f"'{metainfo.name}' as x, y, v)")
+        return False
+    if not all(_is_number(v) for v in raw):
+        add("keypoints", "finite numbers only")
+        return False
+    bad = sorted({v for v in raw[2::3] if v not in (0, 1, 2)})
+    if bad:
+        add("keypoints", f"visibility flags in {{0, 1, 2}}, got {bad}")
+        ok = False
+    return ok
+
+
+def check_coco(ann_file: Path, images_dir: Path, metainfo: KeypointMetainfo, report: DataReport,
+               split: str, decode: bool = True) -> None:
+    """Schema, ids, keypoint counts, visibility and boxes of a COCO keypoints json; its image files."""
+    try:
+        data = json.loads(Path(ann_file).read_text())
+    except FileNotFoundError:
+        report.add(ann_file, "-", "file", "annotation file not found")
+        return
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        report.add(ann_file, "-", "json", f"valid JSON ({err})")
+        return
+    missing = [k for k in ("images", "annotations", "categories") if not isinstance(data.get(k) if isinstance(data, dict) else None, list)]
+    if missing:
+        report.add(ann_file, "-", ", ".join(missing), "COCO keypoints files need the lists 'images', 'annotations' and 'categories'")
+        return
+    categories = set()
+    for category in data["categories"]:
+        categories.add(category.get("id"))
+        names = category.get("keypoints")
+        if isinstance(names, list) and len(names) != metainfo.num_keypoints:
+            report.add(ann_file, f"category {category.get('id')}", "keypoints",
+                       f"{len(names)} keypoint names, the keypoint set '{metainfo.name}' has {metainfo.num_keypoints}")
+    images = _check_images(data, ann_file, images_dir, report, split, decode)
+    seen: set = set()
+    for index, ann in enumerate(data["annotations"]):
+        if not isinstance(ann, dict):
+            report.add(ann_file, f"annotations[{index}]", "-", "an object")
+            continue
+        if not _check_annotation(ann, index, ann_file, images, categories, seen, metainfo, report):
+            report.bad_annotations.setdefault(str(ann_file), set()).add(ann.get("id"))
+        report.count(split, "annotations")
+
+
+def check_dense(root: Path, split: str, task: str, num_classes: int, report: DataReport, decode: bool = True) -> None:
+    """Every image of ``root/split`` has its task's targets; with ``decode``, each file reads and passes its checks."""
+    split_dir = Path(root) / split
+    image_dir = split_dir / "images"
+    if not image_dir.is_dir():
+        report.add(image_dir, "-", "images", "an image folder")
+        return
+    images = sorted(p for p in image_dir.iterdir() if p.suffix.lower() in files.IMAGE_SUFFIXES)
+    for image in tqdm(images, desc=f"{split} {task}", unit="img", disable=not decode or len(images) < 200):
+        where = f"sample {image.stem}"
+        required, optional = files.target_paths(task, split_dir, image.stem)
+        absent = [(kind, path) for kind, path in required.items() if not path.is_file()]
+        for kind, path in absent:
+            report.add(path, where, kind, f"a {kind} file for image {image.name}")
+        report.count(split, "images")
+        if absent or not decode:
+            continue
+        try:
+            shape = read_image(str(image)).shape[:2]
+        except DataError:
+            report.add(image, where, "image", "a decodable image (missing data, truncated or not an image)")
+            continue
+        present = {**required, **{k: v for k, v in optional.items() if v.is_file()}}
+        _check_dense_targets(present, shape, task, num_classes, where, report)
+
+
+def _check_dense_targets(paths: dict, shape, task: str, num_classes: int, where: str, report: DataReport) -> None:
+    def attempt(kind: str, load):
+        try:
+            return load()
+        except DataError as err:
+            report.add(paths.get(kind, "-"), where, kind, str(err).split(": ", 1)[-1])
+            return None
+
+    mask = None
+    if "mask" in paths:
+        mask = attempt("mask", lambda: files.load_mask(paths["mask"], shape))
+    mask = mask if mask is not None else files.load_mask(None, shape)
+    if task == "seg":
+        attempt("labels", lambda: files.load_labels(paths["labels"], shape, num_classes))
+    elif task == "normal":
+        attempt("normals", lambda: files.load_normals(paths["normals"], shape, mask))
+    elif task == "pointmap":
+        for kind, load in (("depth", files.load_depth), ("pointmap", files.load_pointmap)):
+            if kind in paths:
+                attempt(kind, lambda load=load, kind=kind: load(paths[kind], shape, mask))
+        if "intrinsics" in paths:
+            attempt("intrinsics", lambda: files.load_intrinsics(paths["intrinsics"]))
+    elif task == "matting":
+        attempt("alpha", lambda: files.load_alpha(paths["alpha"], shape))
+        if "foreground" in paths:
+            attempt("foreground", lambda: files.load_foreground(paths["foreground"], shape))
+
+
+def fail_or_warn(report: DataReport, on_bad_sample: str) -> DataReport:
+    """At the start of fit: fatal problems stop the run with the whole report (``error``) or are
+    reported and skipped (``skip``)."""
+    if report.fatal and on_bad_sample != "skip":
+        raise DataError("the data check found problems (fix them, or set data.on_bad_sample: skip to train "
+                        "without the bad samples):\n" + report.format())
+    if report.problems:
+        rank_zero_warn("the data check found problems; bad samples are skipped:\n" + report.format(limit=10))
+    return report
