@@ -28,10 +28,14 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import WandbLogger
 
 from sapiens2_ft.callbacks.image_panels import ImagePanels
+from sapiens2_ft.callbacks.non_finite import NonFiniteConfig, NonFiniteGuard
 from sapiens2_ft.callbacks.progress import StepProgressBar
+from sapiens2_ft.callbacks.resume_position import ResumeDataPosition
 from sapiens2_ft.callbacks.run_artifacts import RunArtifacts
 from sapiens2_ft.callbacks.throughput import Throughput
+from sapiens2_ft.checkpoint_io import AtomicCheckpointIO, last_good
 from sapiens2_ft.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
+from sapiens2_ft.config_safety import check_class_paths
 from sapiens2_ft.export import export_checkpoint
 from sapiens2_ft.results_page import write_results_png
 from sapiens2_ft.tracking import TrackingConfig, build_loggers, git_commit, new_run_id
@@ -124,8 +128,8 @@ LAST_CHECKPOINT = Path("checkpoints") / "last.ckpt"  # a file, or a directory fo
 
 def latest_run(config_name: str) -> Path | None:
     """The most recently changed run directory of a config that holds a last checkpoint."""
-    runs = [d for d in (Path("runs") / config_name).glob("*") if (d / LAST_CHECKPOINT).exists()]
-    return max(runs, key=lambda d: (d / LAST_CHECKPOINT).stat().st_mtime) if runs else None
+    runs = [d for d in (Path("runs") / config_name).glob("*") if last_good(d / LAST_CHECKPOINT)]
+    return max(runs, key=lambda d: last_good(d / LAST_CHECKPOINT).stat().st_mtime) if runs else None
 
 
 def resolve_resume(resume: str, run_dir: str | None, config_name: str) -> tuple[Path, Path] | None:
@@ -137,12 +141,11 @@ def resolve_resume(resume: str, run_dir: str | None, config_name: str) -> tuple[
     """
     if resume == "auto":
         chosen = Path(run_dir or os.environ.get(RUN_DIR_ENV) or latest_run(config_name) or "")
-        if not str(chosen) or not (chosen / LAST_CHECKPOINT).exists():
-            return None
-        return chosen / LAST_CHECKPOINT, chosen
+        checkpoint = last_good(chosen / LAST_CHECKPOINT) if str(chosen) else None
+        return (checkpoint, chosen) if checkpoint else None
     path = Path(resume)
-    if (path / LAST_CHECKPOINT).exists():
-        return path / LAST_CHECKPOINT, path
+    if last_good(path / LAST_CHECKPOINT):
+        return last_good(path / LAST_CHECKPOINT), path
     if not path.exists():
         raise SystemExit(f"--resume: {path} does not exist (give a checkpoint, a run directory, or 'auto')")
     owner = path.parent.parent if path.parent.name == "checkpoints" else Path(run_dir or default_run_dir(config_name))
@@ -178,12 +181,14 @@ class Sapiens2CLI(LightningCLI):
         parser.add_argument("--export", type=bool, default=True,
                             help="Export the best checkpoint to <run_dir>/export at the end of fit")
         parser.add_class_arguments(TrackingConfig, "tracking")
+        parser.add_class_arguments(NonFiniteConfig, "non_finite")
         parser.link_arguments("init_from", "model.init_from")
         for source, target in self.task.links:
             parser.link_arguments(source, target)
 
     def before_instantiate_classes(self) -> None:
         config = self.config
+        check_class_paths(config.as_dict())
         names = [Path(str(p)).stem for p in (config.get("config") or [])] or ["run"]
         if config.resume and config.init_from:
             raise SystemExit("--resume continues a run and --init_from starts a new one: give one of them")
@@ -226,10 +231,14 @@ class Sapiens2CLI(LightningCLI):
             RunArtifacts(self.run_dir),
             ImagePanels(self.run_dir, tracking.num_panel_images),
             Throughput(),
+            NonFiniteGuard(self._get(self.config_init, "non_finite")),
+            ResumeDataPosition(),
         ]
         if config.get("enable_progress_bar") is not False:
             callbacks.append(StepProgressBar())
         kwargs["callbacks"] = callbacks
+        plugins = config.get("plugins") or []
+        kwargs["plugins"] = (plugins if isinstance(plugins, list) else [plugins]) + [AtomicCheckpointIO()]
         return super().instantiate_trainer(**kwargs)
 
     def resolved_config(self) -> dict:
@@ -263,15 +272,16 @@ def main(argv: list[str] | None = None) -> dict:
         logger.log_hyperparams({"config": cli.resolved_config(), "git_commit": commit})
     started = time.time()
     try:
-        trainer.fit(model, datamodule=data, ckpt_path=checkpoint)
+        trainer.fit(model, datamodule=data, ckpt_path=checkpoint, weights_only=True)
     except BaseException:
         close_dashboards(trainer, exit_code=1)
         raise
     artifacts = next(c for c in trainer.callbacks if isinstance(c, RunArtifacts))
     if artifacts.last_validated_step != trainer.global_step:
         trainer.validate(model, datamodule=data, verbose=False)
-    summary = artifacts.write_summary(trainer, model, data, wall_time_s=time.time() - started,
-                                      extra={"git_commit": commit})
+    guard = next(c for c in trainer.callbacks if isinstance(c, NonFiniteGuard))
+    summary = artifacts.write_summary(trainer, model, data, wall_time_s=time.time() - started, extra={
+        "git_commit": commit, "non_finite_skipped_steps": guard.skipped, "non_finite_events": guard.events})
     if trainer.is_global_zero:
         close_dashboards(trainer)
         finish_run(cli.run_dir, summary, model.monitor[0], export=cli.config.export)

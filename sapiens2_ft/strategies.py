@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from lightning.pytorch.strategies import ModelParallelStrategy
+
+from sapiens2_ft.checkpoint_io import swap_in_directory
 
 
 class FSDP2Strategy(ModelParallelStrategy):
@@ -10,8 +15,9 @@ class FSDP2Strategy(ModelParallelStrategy):
 
     The modules' ``configure_model`` shards each transformer block and the root over it
     (``sapiens2_ft.models.sharding``). Checkpoints are distributed (one shard file per rank, a
-    directory) and resume with any ``--ckpt_path``; ``save_distributed_checkpoint: false`` writes a
-    single consolidated file from rank 0 instead.
+    directory) written as ``NAME.partial`` and swapped in once every rank has finished, so a crash
+    while saving keeps the previous checkpoint; they resume with ``--resume``.
+    ``save_distributed_checkpoint: false`` writes a single consolidated file from rank 0 instead.
     """
 
     def __init__(self, save_distributed_checkpoint: bool = True, process_group_backend: str | None = None,
@@ -25,3 +31,17 @@ class FSDP2Strategy(ModelParallelStrategy):
     def setup_environment(self) -> None:
         self._data_parallel_size = self.num_nodes * self.num_processes
         super().setup_environment()
+
+    def save_checkpoint(self, checkpoint: dict, filepath, storage_options=None) -> None:
+        if not self._save_distributed_checkpoint:
+            return super().save_checkpoint(checkpoint, filepath, storage_options)
+        path = Path(self.broadcast(str(filepath)))
+        partial = path.with_name(path.name + ".partial")
+        if self.global_rank == 0 and partial.exists():
+            shutil.rmtree(partial)  # left by a crash during an earlier save
+        self.barrier("checkpoint_start")
+        super().save_checkpoint(checkpoint, partial, storage_options)
+        self.barrier("checkpoint_written")
+        if self.global_rank == 0:
+            swap_in_directory(partial, path)
+        self.barrier("checkpoint_swapped")

@@ -1,6 +1,10 @@
-"""A callback for tests that makes a training run fail at a given step, like a crash or a lost node."""
+"""Test callbacks that inject faults into a training run: a crash, a NaN, a SIGKILL (also mid-checkpoint)."""
 
 from __future__ import annotations
+
+import io as io_module
+import os
+import signal
 
 import lightning as L
 
@@ -18,3 +22,58 @@ class CrashAtStep(L.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step >= self.step:
             raise TrainingCrash(f"crash injected at step {trainer.global_step}")
+
+
+class NaNAtStep(L.Callback):
+    """Makes the model's output, hence the loss and every gradient, NaN for the batch of optimiser step ``step``."""
+
+    def __init__(self, step: int):
+        self.step = step
+        self._hook = None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            def poison(module, inputs, output):
+                for key, value in output.items():
+                    output[key] = value * float("nan")
+                return output
+
+            self._hook = pl_module.model.register_forward_hook(poison)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
+
+class KillAtStep(L.Callback):
+    """SIGKILLs this process when the optimiser reaches ``step``: no handler, no cleanup, like a lost node."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step >= self.step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class KillDuringCheckpointWrite(L.Callback):
+    """SIGKILLs this process halfway through writing the checkpoint of optimiser step ``step``."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        io = trainer.strategy.checkpoint_io
+        write = io._write
+
+        def write_or_die(checkpoint: dict, f) -> None:
+            if checkpoint["global_step"] < self.step:
+                return write(checkpoint, f)
+            buffer = io_module.BytesIO()
+            write(checkpoint, buffer)
+            f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+            f.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        io._write = write_or_die

@@ -82,3 +82,21 @@ def test_default_run_dir_is_shared_by_ranks(monkeypatch):
     assert default_run_dir("pose_demo") == Path("runs/pose_demo/job42")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "other")
     assert default_run_dir("pose_demo") == Path("runs/pose_demo/job42")  # a launched child inherits it
+
+
+def test_configs_may_instantiate_only_allowed_classes(tmp_path, monkeypatch):
+    """A Lightning callback from a module outside the allowed ones (here a test helper) is refused when a
+    config file names it; the environment, not the config, extends the list."""
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump({"trainer": {"callbacks": [
+        {"class_path": "faults.CrashAtStep", "init_args": {"step": 1}}]}}))
+    args = ["--config", "pose_demo.yaml", "--config", str(other), "--run_dir", str(tmp_path / "run"), "--print_config"]
+    monkeypatch.delenv("SAPIENS2_FT_ALLOW_CLASSES", raising=False)
+    with pytest.raises(SystemExit, match=r"trainer.callbacks\[0\]: faults.CrashAtStep.*SAPIENS2_FT_ALLOW_CLASSES"):
+        main(args[:-1])
+    assert not (tmp_path / "run").exists()
+
+    from sapiens2_ft.config_safety import check_class_paths
+
+    monkeypatch.setenv("SAPIENS2_FT_ALLOW_CLASSES", "faults.")
+    check_class_paths({"trainer": {"callbacks": [{"class_path": "faults.CrashAtStep"}]}})  # allowed now

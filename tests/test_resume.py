@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 from conftest import pose_run_args
-from crash_at_step import TrainingCrash
+from faults import TrainingCrash
 
 from sapiens2_ft.checkpoints import CheckpointError
 from sapiens2_ft.cli import main
@@ -31,11 +31,13 @@ def logged(run_dir, prefix: str) -> dict[int, tuple[float, ...]]:
 def crash_config(tmp_path, step: int):
     path = tmp_path / "crash.yaml"
     path.write_text(yaml.safe_dump({"trainer": {"callbacks": [
-        {"class_path": "crash_at_step.CrashAtStep", "init_args": {"step": step}}]}}))
+        {"class_path": "faults.CrashAtStep", "init_args": {"step": step}}]}}))
     return str(path)
 
 
-def test_resume_auto_continues_step_and_lr_schedule(pose_run, tiny_coco, tiny_pose308_dir, tmp_path, capsys):
+def test_resume_auto_continues_step_and_lr_schedule(pose_run, tiny_coco, tiny_pose308_dir, tmp_path, capsys,
+                                                    monkeypatch):
+    monkeypatch.setenv("SAPIENS2_FT_ALLOW_CLASSES", "faults.")  # the test callback's module
     full_dir, full = pose_run
     run_dir = tmp_path / "run"
     args = pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 4, "--export", "false")  # wandb, offline here
@@ -106,3 +108,32 @@ def test_resume_path_must_exist_and_excludes_init_from(tiny_coco, tiny_pose308_d
         main(args + ["--resume", str(tmp_path / "nowhere.ckpt")])
     with pytest.raises(SystemExit, match="give one of them"):
         main(args + ["--resume", "auto", "--init_from", str(tmp_path)])
+
+
+def test_nan_loss_step_is_skipped_and_counted(tiny_coco, tiny_pose308_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("SAPIENS2_FT_ALLOW_CLASSES", "faults.")
+    faults = tmp_path / "nan.yaml"
+    faults.write_text(yaml.safe_dump({"trainer": {"callbacks": [
+        {"class_path": "faults.NaNAtStep", "init_args": {"step": 1}}]}}))
+    run_dir = tmp_path / "run"
+    summary = main(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 4, "--tracking.logger", "csv",
+                                 "--export", "false", "--config", str(faults)))
+    assert summary["global_step"] == 4  # the run finished
+    assert summary["non_finite_skipped_steps"] == 1
+    (event,) = summary["non_finite_events"]
+    assert event["step"] == 1 and event["non_finite"] == "loss" and len(event["samples"]) == 2  # image ids
+    weights = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert all(torch.isfinite(v).all() for v in weights.values())
+    assert logged(run_dir, "train/non_finite_skips")[1] == (1.0,)
+
+
+def test_nan_loss_stops_the_run_when_the_policy_says_so(tiny_coco, tiny_pose308_dir, tmp_path, monkeypatch):
+    from sapiens2_ft.callbacks.non_finite import NonFiniteError
+
+    monkeypatch.setenv("SAPIENS2_FT_ALLOW_CLASSES", "faults.")
+    faults = tmp_path / "nan.yaml"
+    faults.write_text(yaml.safe_dump({"trainer": {"callbacks": [
+        {"class_path": "faults.NaNAtStep", "init_args": {"step": 1}}]}}))
+    with pytest.raises(NonFiniteError, match=r"step 1: non-finite loss \(loss nan\); samples of the batch: \[\d+, \d+\]"):
+        main(pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / "run", 4, "--tracking.logger", "csv",
+                           "--export", "false", "--config", str(faults), "--non_finite.policy", "stop"))

@@ -28,6 +28,20 @@ class RunArtifacts(L.Callback):
     def __init__(self, run_dir: str | Path):
         self.run_dir = Path(run_dir)
         self.last_validated_step = -1
+        self.replaced = {"train": 0, "val": 0}  # unreadable samples replaced under on_bad_sample: skip
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.replaced["train"] += int(batch["bad_samples_replaced"].sum()) if "bad_samples_replaced" in batch else 0
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        if not trainer.sanity_checking and "bad_samples_replaced" in batch:
+            self.replaced["val"] += int(batch["bad_samples_replaced"].sum())
+
+    def state_dict(self) -> dict:
+        return {"replaced": dict(self.replaced)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.replaced.update(state.get("replaced", {}))
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -54,6 +68,9 @@ class RunArtifacts(L.Callback):
             "last_checkpoint": last.best_model_path if last else None,
             "global_step": trainer.global_step,
             "skipped_samples": getattr(datamodule, "skipped", {}),
+            # found unreadable while training (all processes; val counts every validation pass)
+            "bad_samples_replaced": {split: int(trainer.strategy.reduce(torch.tensor(float(n)), reduce_op="sum"))
+                                     for split, n in self.replaced.items()},
             "model": str(getattr(pl_module, "load_report", "")),
             "fit_wall_time_s": round(wall_time_s, 1),
             **(extra or {}),

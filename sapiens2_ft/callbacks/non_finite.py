@@ -1,0 +1,101 @@
+"""A guard against non-finite losses and gradients: skip the optimiser step, or stop, by config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import lightning as L
+import torch
+from lightning.pytorch.utilities import rank_zero_warn
+
+
+@dataclass
+class NonFiniteConfig:
+    """What a non-finite (NaN or inf) loss or gradient does to a training step.
+
+    Args:
+        policy: ``skip``: that optimiser step changes nothing (its gradients are dropped, so weights and
+            optimiser moments stay as they were); it is counted, logged as ``train/non_finite_skips`` and
+            reported with the step and the batch's sample ids. ``stop``: the run stops with that report.
+        max_consecutive: With ``skip``, stop when more steps than this in a row were non-finite.
+    """
+
+    policy: Literal["skip", "stop"] = "skip"
+    max_consecutive: int = 5
+
+
+class NonFiniteError(RuntimeError):
+    """Training produced non-finite values and the policy says stop."""
+
+
+def sample_ids(batch: dict) -> list:
+    """The ids a user can look up in their data: dense file names, else COCO image ids, else indices."""
+    for key in ("name", "image_id", "index"):
+        if key in batch:
+            value = batch[key]
+            return value.tolist() if isinstance(value, torch.Tensor) else list(value)
+    return []
+
+
+def _all_finite(tensors: list[torch.Tensor]) -> torch.Tensor:
+    local = [t.to_local() if hasattr(t, "to_local") else t for t in tensors]  # FSDP2 shards: this rank's part
+    if not local:
+        return torch.tensor(True)
+    return torch.stack([t.isfinite().all() for t in local]).all()
+
+
+class NonFiniteGuard(L.Callback):
+    """Checks the loss and every gradient before each optimiser step (one device sync), agreed by all ranks."""
+
+    def __init__(self, config: NonFiniteConfig = NonFiniteConfig()):
+        self.config = config
+        self.skipped = 0
+        self.consecutive = 0
+        self.events: list[dict] = []  # the first skipped steps: step, what, sample ids
+        self._losses: list[torch.Tensor] = []
+        self._ids: list = []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._ids += sample_ids(batch)  # gradient accumulation: every micro-batch of the step
+
+    def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
+        self._losses.append(loss.detach())
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        loss_ok = _all_finite(self._losses)
+        grads_ok = _all_finite(grads)
+        bad = not bool(loss_ok & grads_ok.to(loss_ok.device))
+        bad = trainer.strategy.reduce_boolean_decision(bad, all=False)  # any rank: every rank skips
+        losses, ids = self._losses, self._ids
+        self._losses, self._ids = [], []
+        if not bad:
+            self.consecutive = 0
+            return
+        self.skipped += 1
+        self.consecutive += 1
+        what = "loss" if not bool(loss_ok) else "gradients" if not bool(grads_ok) else "values on another rank"
+        loss_text = ", ".join(f"{v.item():.4g}" for v in losses[-4:])
+        report = (f"step {trainer.global_step}: non-finite {what} (loss {loss_text}); samples of the batch: "
+                  f"{ids[:16]}{' ...' if len(ids) > 16 else ''}")
+        if len(self.events) < 20:
+            self.events.append({"step": trainer.global_step, "non_finite": what, "samples": ids[:64]})
+        if self.config.policy == "stop":
+            raise NonFiniteError(f"{report}. The run stops (non_finite.policy: stop; 'skip' drops such steps).")
+        if self.consecutive > self.config.max_consecutive:
+            raise NonFiniteError(f"{report}. {self.consecutive} non-finite steps in a row (non_finite.max_consecutive:"
+                                 f" {self.config.max_consecutive}): the run diverged; lower the learning rate or "
+                                 f"check these samples with python -m sapiens2_ft.check_data.")
+        rank_zero_warn(f"{report}; step skipped ({self.consecutive} in a row, {self.skipped} in all)")
+        for group in optimizer.param_groups:  # AdamW leaves parameters without gradients untouched
+            for p in group["params"]:
+                p.grad = None
+        pl_module.log("train/non_finite_skips", float(self.skipped), batch_size=1)
+
+    def state_dict(self) -> dict:
+        return {"skipped": self.skipped, "events": self.events}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.skipped = state.get("skipped", 0)
+        self.events = list(state.get("events", []))
