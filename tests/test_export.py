@@ -135,3 +135,20 @@ def test_unwarp_inverts_the_letterbox():
     back = back[0].permute(1, 2, 0).numpy()
     inner = (slice(4, -4), slice(4, -4))
     assert np.abs(back[inner] - ramp[inner]).max() < 1.0  # within a pixel of the original positions
+
+
+def test_model_directory_with_a_missing_tensor_is_refused(seg_checkpoint, tmp_path):
+    """transformers would initialise a missing tensor at random with a warning; loading refuses instead."""
+    from safetensors.torch import load_file, save_file
+
+    from sapiens2_ft.models.factory import WeightsMismatchError
+
+    out = export_checkpoint(seg_checkpoint, tmp_path / "export")
+    weights = load_file(out / "model.safetensors")
+    dropped = sorted(weights)[len(weights) // 2]  # a backbone tensor (keys use the original Sapiens2 names)
+    del weights[dropped]
+    save_file(weights, out / "model.safetensors", metadata={"format": "pt"})
+    for module in (SegmentationModule(pretrained=str(out), input_size=(128, 96)),
+                   SegmentationModule(init_from=str(out), input_size=(128, 96))):
+        with pytest.raises(WeightsMismatchError, match=r"missing \(1\): "):
+            module.configure_model()

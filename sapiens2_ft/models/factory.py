@@ -60,6 +60,27 @@ class PretrainedNotFoundError(OSError):
     """``model.pretrained`` is neither a local directory nor a reachable hub id."""
 
 
+class WeightsMismatchError(ValueError):
+    """A weights file does not hold the tensors its config describes; the message lists the differences."""
+
+
+def from_pretrained_checked(cls, path: str, backbone_only: bool = False, **kwargs):
+    """``cls.from_pretrained`` that refuses weights with missing, unexpected or misshaped tensors
+    (transformers would initialise missing ones at random with only a warning). ``backbone_only``: a
+    pretrain-only checkpoint, whose task head is expected to be new."""
+    model, info = cls.from_pretrained(path, output_loading_info=True, **kwargs)
+    missing = sorted(info.get("missing_keys") or [])
+    if backbone_only:
+        missing = [k for k in missing if k.startswith("model.")]
+    problems = {"missing": missing, "unexpected": sorted(info.get("unexpected_keys") or []),
+                "shape differs": sorted(str(k) for k in info.get("mismatched_keys") or [])}
+    if any(problems.values()):
+        listing = "".join(f"\n  {kind} ({len(keys)}): {', '.join(keys[:10])}{' ...' if len(keys) > 10 else ''}"
+                          for kind, keys in problems.items() if keys)
+        raise WeightsMismatchError(f"weights in {path} do not match its config ({cls.__name__}){listing}")
+    return model
+
+
 @dataclass
 class LoadReport:
     source: str
@@ -219,7 +240,7 @@ def build_model(
     report = LoadReport(pretrained, backbone="pretrained", head="pretrained")
 
     if architecture == cls.__name__ and head is None:
-        model = cls.from_pretrained(path, attn_implementation=attn_implementation)
+        model = from_pretrained_checked(cls, path, attn_implementation=attn_implementation)
         old_labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
         if task not in OUTPUT_CHANNELS and old_labels != labels:
             _transfer_rows(model, task, labels, report)
@@ -234,9 +255,10 @@ def build_model(
     config.architectures = [cls.__name__]
     check_scale_branch(config)
     if architecture == "Sapiens2Model":
-        model = cls.from_pretrained(path, config=config, attn_implementation=attn_implementation)
+        model = from_pretrained_checked(cls, path, backbone_only=True, config=config,
+                                        attn_implementation=attn_implementation)
     else:  # another task's checkpoint: keep its backbone only
-        other = getattr(__import__("transformers"), architecture).from_pretrained(path)
+        other = from_pretrained_checked(getattr(__import__("transformers"), architecture), path)
         model = cls(config)
         model.model.load_state_dict(other.model.state_dict())
     return model, report

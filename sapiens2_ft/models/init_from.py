@@ -14,7 +14,14 @@ from torch import nn
 from transformers import Sapiens2Config
 
 from sapiens2_ft.checkpoints import CheckpointError, check_compatible, is_distributed_checkpoint, load_model
-from sapiens2_ft.models.factory import TASK_CLASSES, LoadReport, _configure, _fit_scale_head, check_scale_branch
+from sapiens2_ft.models.factory import (
+    TASK_CLASSES,
+    LoadReport,
+    _configure,
+    _fit_scale_head,
+    check_scale_branch,
+    from_pretrained_checked,
+)
 
 
 def _load_exported(path: Path, attn_implementation: str) -> tuple[nn.Module, str, list[str]]:
@@ -24,7 +31,7 @@ def _load_exported(path: Path, attn_implementation: str) -> tuple[nn.Module, str
     if task is None:
         raise CheckpointError(f"model.init_from: {path} holds a {architecture}, not a Sapiens2 task model; "
                               f"a pretrain-only backbone goes in --model.pretrained")
-    model = TASK_CLASSES[task].from_pretrained(path, attn_implementation=attn_implementation)
+    model = from_pretrained_checked(TASK_CLASSES[task], path, attn_implementation=attn_implementation)
     return model, task, [config.id2label[i] for i in range(config.num_labels)]
 
 
