@@ -33,11 +33,12 @@ from sapiens2_ft.callbacks.progress import StepProgressBar
 from sapiens2_ft.callbacks.resume_position import ResumeDataPosition
 from sapiens2_ft.callbacks.run_artifacts import RunArtifacts
 from sapiens2_ft.callbacks.throughput import Throughput
-from sapiens2_ft.checkpoint_io import AtomicCheckpointIO, last_good
+from sapiens2_ft.checkpoint_io import AtomicCheckpointIO
 from sapiens2_ft.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
 from sapiens2_ft.config_safety import check_class_paths
 from sapiens2_ft.export import export_checkpoint
 from sapiens2_ft.results_page import write_results_png
+from sapiens2_ft.run_dir import LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, default_run_dir, resolve_resume
 from sapiens2_ft.tracking import TrackingConfig, build_loggers, git_commit, new_run_id
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -105,64 +106,9 @@ def task_of(argv: list[str]) -> str:
     return task
 
 
-RUN_DIR_ENV = "SAPIENS2_FT_RUN_DIR"
-
-
-def default_run_dir(config_name: str) -> Path:
-    """``runs/<config>/<stamp>``, the same on every rank of one job.
-
-    Ranks that Lightning launches inherit the parent's environment; ranks started by torchrun or
-    SLURM share their job id, which names the run instead of the clock.
-    """
-    if os.environ.get(RUN_DIR_ENV):
-        return Path(os.environ[RUN_DIR_ENV])
-    job = os.environ.get("TORCHELASTIC_RUN_ID", "none")
-    stamp = job if job != "none" else os.environ.get("SLURM_JOB_ID") or time.strftime("%Y%m%d-%H%M%S")
-    run_dir = Path("runs") / config_name / stamp
-    os.environ[RUN_DIR_ENV] = str(run_dir)
-    return run_dir
-
-
-LAST_CHECKPOINT = Path("checkpoints") / "last.ckpt"  # a file, or a directory for distributed checkpoints
-
-
-def latest_run(config_name: str) -> Path | None:
-    """The most recently changed run directory of a config that holds a last checkpoint."""
-    runs = [d for d in (Path("runs") / config_name).glob("*") if last_good(d / LAST_CHECKPOINT)]
-    return max(runs, key=lambda d: last_good(d / LAST_CHECKPOINT).stat().st_mtime) if runs else None
-
-
-def resolve_resume(resume: str, run_dir: str | None, config_name: str) -> tuple[Path, Path] | None:
-    """``--resume``: (checkpoint, run directory), or None for ``auto`` with nothing to resume.
-
-    ``auto`` takes ``run_dir`` when given (or inherited by a launched rank), else the latest run of the
-    config. A PATH is a run directory, or a checkpoint (file or distributed directory) whose run
-    directory is the one above its ``checkpoints/`` folder.
-    """
-    if resume == "auto":
-        chosen = Path(run_dir or os.environ.get(RUN_DIR_ENV) or latest_run(config_name) or "")
-        checkpoint = last_good(chosen / LAST_CHECKPOINT) if str(chosen) else None
-        return (checkpoint, chosen) if checkpoint else None
-    path = Path(resume)
-    if last_good(path / LAST_CHECKPOINT):
-        return last_good(path / LAST_CHECKPOINT), path
-    if not path.exists():
-        raise SystemExit(f"--resume: {path} does not exist (give a checkpoint, a run directory, or 'auto')")
-    owner = path.parent.parent if path.parent.name == "checkpoints" else Path(run_dir or default_run_dir(config_name))
-    return path, owner
-
-
-def check_fresh(run_dir: Path) -> None:
-    """Refuse to write a new run over a finished one's files."""
-    taken = [name for name in ("summary.json", "checkpoints") if (run_dir / name).exists()]
-    if taken:
-        raise SystemExit(f"run directory {run_dir} already holds a run ({', '.join(taken)}); "
-                         f"pass another --run_dir, or --resume {run_dir} to continue it")
-
-
 class Sapiens2CLI(LightningCLI):
-    """Adds the ``task``, ``run_dir``, ``resume``, ``init_from``, ``export`` and ``tracking`` keys, task links,
-    and the run directory."""
+    """Adds the ``task``, ``run_dir``, ``resume``, ``init_from``, ``export``, ``tracking`` and ``non_finite``
+    keys, the task links, the run directory and the run's callbacks."""
 
     def __init__(self, task: str, **kwargs):
         self.task = TASKS[task]
@@ -279,6 +225,8 @@ def main(argv: list[str] | None = None) -> dict:
     artifacts = next(c for c in trainer.callbacks if isinstance(c, RunArtifacts))
     if artifacts.last_validated_step != trainer.global_step:
         trainer.validate(model, datamodule=data, verbose=False)
+    if artifacts.last_saved_step != trainer.global_step:  # steps after the last validation: keep them too
+        trainer.save_checkpoint(cli.run_dir / LAST_CHECKPOINT)
     guard = next(c for c in trainer.callbacks if isinstance(c, NonFiniteGuard))
     summary = artifacts.write_summary(trainer, model, data, wall_time_s=time.time() - started, extra={
         "git_commit": commit, "non_finite_skipped_steps": guard.skipped, "non_finite_events": guard.events})

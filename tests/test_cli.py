@@ -75,7 +75,7 @@ def test_pose_coco_recipe_trains_two_steps_on_local_model_and_data(tiny_coco, ti
 
 
 def test_default_run_dir_is_shared_by_ranks(monkeypatch):
-    from sapiens2_ft.cli import RUN_DIR_ENV, default_run_dir
+    from sapiens2_ft.run_dir import RUN_DIR_ENV, default_run_dir
 
     monkeypatch.delenv(RUN_DIR_ENV, raising=False)
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job42")

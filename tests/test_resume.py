@@ -137,3 +137,11 @@ def test_nan_loss_stops_the_run_when_the_policy_says_so(tiny_coco, tiny_pose308_
     with pytest.raises(NonFiniteError, match=r"step 1: non-finite loss \(loss nan\); samples of the batch: \[\d+, \d+\]"):
         main(pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / "run", 4, "--tracking.logger", "csv",
                            "--export", "false", "--config", str(faults), "--non_finite.policy", "stop"))
+
+
+def test_last_checkpoint_holds_the_final_step_even_between_validations(tiny_coco, tiny_pose308_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    summary = main(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 3, "--tracking.logger", "csv",
+                                 "--export", "false"))  # validation every 2 steps: at 2, and the final one at 3
+    assert summary["global_step"] == 3
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3

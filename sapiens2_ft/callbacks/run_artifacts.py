@@ -28,6 +28,7 @@ class RunArtifacts(L.Callback):
     def __init__(self, run_dir: str | Path):
         self.run_dir = Path(run_dir)
         self.last_validated_step = -1
+        self.last_saved_step = -1
         self.replaced = {"train": 0, "val": 0}  # unreadable samples replaced under on_bad_sample: skip
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
@@ -53,6 +54,7 @@ class RunArtifacts(L.Callback):
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
         """The wandb run id travels with the checkpoint, so ``--resume`` continues the same dashboard run."""
         checkpoint.setdefault(RECORD_KEY, {})["wandb_run_id"] = wandb_run_id(trainer.loggers)
+        self.last_saved_step = trainer.global_step
 
     def write_summary(self, trainer: L.Trainer, pl_module: L.LightningModule, datamodule, wall_time_s: float,
                       extra: dict | None = None) -> dict:
