@@ -2,8 +2,10 @@
 
 The training sampler draws epoch ``e``'s order from ``seed`` and ``e`` alone and hands each index out
 with a per-sample seed, so a sample's augmentation depends on (seed, epoch, index) and not on which
-worker or process draws it. A run resumed from a checkpoint in the middle of an epoch skips the
-batches already trained (``skip``) and sees exactly the batches an uninterrupted run would.
+worker or process draws it. With several processes each takes every ``world_size``-th index of that
+order (the trainer runs with ``use_distributed_sampler=False``; validation loaders get a plain
+``DistributedSampler``). A run resumed from a checkpoint in the middle of an epoch skips the batches
+already trained (``skip``) and sees exactly the batches an uninterrupted run would.
 """
 
 from __future__ import annotations
@@ -12,15 +14,20 @@ from typing import Callable, Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 
 class EpochSeededSampler(Sampler):
-    """Shuffled indices, the same for the same (seed, epoch); yields ``(index, sample_seed)`` pairs."""
+    """Shuffled indices, the same for the same (seed, epoch); yields ``(index, epoch_seed)`` pairs.
 
-    def __init__(self, num_samples: int, seed: int):
+    Process ``rank`` of ``world_size`` takes positions ``rank, rank + world_size, ...`` of the epoch's
+    order, the same number on every process (the remainder is left out that epoch).
+    """
+
+    def __init__(self, num_samples: int, seed: int, rank: int = 0, world_size: int = 1):
         self.num_samples = num_samples
         self.seed = int(seed) % 2**31  # torch.initial_seed() is 64-bit without seed_everything
+        self.rank, self.world_size = rank, world_size
         self.epoch = 0
         self._skip = 0
 
@@ -32,14 +39,14 @@ class EpochSeededSampler(Sampler):
         self._skip = int(count)
 
     def __len__(self) -> int:
-        return self.num_samples
+        return self.num_samples // self.world_size
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
-        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        order = torch.randperm(self.num_samples, generator=generator).tolist()
-        skip, self._skip = self._skip, 0
         epoch_seed = self.seed * 100_003 + self.epoch
-        for index in order[skip:]:
+        order = torch.randperm(self.num_samples, generator=torch.Generator().manual_seed(epoch_seed)).tolist()
+        mine = order[self.rank::self.world_size][:len(self)]
+        skip, self._skip = self._skip, 0
+        for index in mine[skip:]:
             yield index, epoch_seed
 
 
@@ -71,11 +78,23 @@ def replace_bad_samples(load: Callable[[int], dict], index: int, length: int, on
     raise DataError(f"every one of the {length} samples is unusable")
 
 
+def _process() -> tuple[int, int]:
+    """(rank, world size) of the initialised process group, (0, 1) without one."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
 def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: int, pin_memory: bool,
                 persistent_workers: bool, seed: int | None = None) -> DataLoader:
-    """Training loaders shuffle (``EpochSeededSampler``) and drop the last partial batch; pinning only where a
-    GPU is present. ``seed`` defaults to torch's initial seed (set by ``seed_everything``)."""
-    sampler = EpochSeededSampler(len(dataset), torch.initial_seed() if seed is None else seed) if shuffle else None
+    """Training loaders shuffle (``EpochSeededSampler``) and drop the last partial batch; validation loaders
+    are split over processes (``DistributedSampler``, no shuffle); pinning only where a GPU is present.
+    ``seed`` defaults to torch's initial seed (set by ``seed_everything``)."""
+    rank, world = _process()
+    if shuffle:
+        sampler = EpochSeededSampler(len(dataset), torch.initial_seed() if seed is None else seed, rank, world)
+    else:
+        sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False) if world > 1 else None
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=shuffle,
                       num_workers=num_workers, pin_memory=pin_memory and torch.cuda.is_available(),
                       persistent_workers=persistent_workers and num_workers > 0)

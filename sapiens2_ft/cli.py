@@ -183,6 +183,7 @@ class Sapiens2CLI(LightningCLI):
         if config.get("enable_progress_bar") is not False:
             callbacks.append(StepProgressBar())
         kwargs["callbacks"] = callbacks
+        kwargs["use_distributed_sampler"] = False  # the DataModules split data over processes themselves
         plugins = config.get("plugins") or []
         kwargs["plugins"] = (plugins if isinstance(plugins, list) else [plugins]) + [AtomicCheckpointIO()]
         return super().instantiate_trainer(**kwargs)

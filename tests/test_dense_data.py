@@ -214,3 +214,22 @@ def test_pointmap_files_without_intrinsics(dense_root, tmp_path):
     got, want = item["pointmap"][:, mask], reference["pointmap"][:, mask]
     torch.testing.assert_close(got[2], want[2], rtol=1e-3, atol=1e-4)
     assert (got[:2] - want[:2]).abs().max() < 0.02
+
+
+def test_epoch_seeded_sampler_orders_shards_and_skips():
+    from datamodules.loaders import EpochSeededSampler, sample_rng
+
+    order = [i for i, _ in EpochSeededSampler(10, seed=3)]
+    assert sorted(order) == list(range(10)) and order == [i for i, _ in EpochSeededSampler(10, seed=3)]
+    later = EpochSeededSampler(10, seed=3)
+    later.set_epoch(1)
+    assert [i for i, _ in later] != order  # a new order every epoch
+    shards = [[i for i, _ in EpochSeededSampler(10, seed=3, rank=r, world_size=3)] for r in range(3)]
+    assert all(len(s) == 3 for s in shards) and not set(shards[0]) & set(shards[1])
+    assert [s[k] for k in range(3) for s in shards] == order[:9]  # every 3rd position of the same order
+    resumed = EpochSeededSampler(10, seed=3)
+    resumed.skip(4)
+    assert [i for i, _ in resumed] == order[4:] and [i for i, _ in resumed] == order  # skips one pass only
+    (_, key_a), (_, key_b) = list(EpochSeededSampler(10, seed=3))[:2]
+    assert sample_rng((5, key_a))[1].random() == sample_rng((5, key_b))[1].random()  # same sample, same draws
+    assert sample_rng((5, key_a))[1].random() != sample_rng((6, key_a))[1].random()

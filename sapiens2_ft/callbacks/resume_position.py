@@ -11,9 +11,9 @@ class ResumeDataPosition(L.Callback):
     """Tells the training sampler how many samples of the restored epoch were already trained.
 
     Lightning restores the step, the loop position and the optimiser, but replays a plain loader's epoch
-    from its start. With ``EpochSeededSampler`` (one process; the epoch's order depends on the seed and the
-    epoch only) the resumed run sees exactly the batches an uninterrupted run would. Samplers Lightning wraps
-    for several processes start the epoch again, as Lightning warns.
+    from its start. With ``EpochSeededSampler`` (the epoch's order depends on the seed and the epoch only,
+    and each process takes its own share of it) the resumed run sees exactly the batches an uninterrupted
+    run would.
     """
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
