@@ -81,14 +81,16 @@ def _check_images(data: dict, ann_file: Path, images_dir: Path, report: DataRepo
     """Image records by id (the first of duplicated ids); files present, decodable, of the stated size."""
     images: dict = {}
     records = data["images"]
-    for i, image in enumerate(tqdm(records, desc=f"{split} images", unit="img", disable=not decode or len(records) < 200)):
+    bar = tqdm(records, desc=f"{split} images", unit="img", disable=not decode or len(records) < 200)
+    for i, image in enumerate(bar):
         image_id = image.get("id") if isinstance(image, dict) else None
         where = f"image {image_id}" if image_id is not None else f"images[{i}]"
         if not isinstance(image, dict) or not isinstance(image_id, int):
             report.add(ann_file, where, "id", "every image needs an integer 'id'")
             continue
         if image_id in images:
-            report.add(ann_file, where, "id", f"image id {image_id} is used by more than one image (ids must be unique)")
+            report.add(ann_file, where, "id",
+                       f"image id {image_id} is used by more than one image (ids must be unique)")
             continue
         images[image_id] = image
         name = image.get("file_name")
@@ -109,7 +111,8 @@ def _check_images(data: dict, ann_file: Path, images_dir: Path, report: DataRepo
             height, width = pixels.shape[:2]
             stated = (image.get("width"), image.get("height"))
             if stated != (None, None) and stated != (width, height):
-                report.add(path, where, "width/height", f"json says {stated[0]}x{stated[1]}, the file is {width}x{height}")
+                report.add(path, where, "width/height",
+                           f"json says {stated[0]}x{stated[1]}, the file is {width}x{height}")
     return images
 
 
@@ -175,9 +178,11 @@ def check_coco(ann_file: Path, images_dir: Path, metainfo: KeypointMetainfo, rep
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         report.add(ann_file, "-", "json", f"valid JSON ({err})")
         return
-    missing = [k for k in ("images", "annotations", "categories") if not isinstance(data.get(k) if isinstance(data, dict) else None, list)]
+    sections = ("images", "annotations", "categories")
+    missing = [k for k in sections if not (isinstance(data, dict) and isinstance(data.get(k), list))]
     if missing:
-        report.add(ann_file, "-", ", ".join(missing), "COCO keypoints files need the lists 'images', 'annotations' and 'categories'")
+        report.add(ann_file, "-", ", ".join(missing),
+                   "COCO keypoints files need the lists 'images', 'annotations' and 'categories'")
         return
     categories = set()
     for category in data["categories"]:

@@ -60,7 +60,8 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, push_to_hub: str 
     model.config.architectures = [type(model).__name__]
     model.save_pretrained(out, safe_serialization=True)
     with open(out / PREPROCESSOR_FILE, "w") as f:
-        json.dump(preprocessor_config(info.task, model.config.image_size, info.hyper_parameters.get("sigma")), f, indent=2)
+        sigma = info.hyper_parameters.get("sigma")
+        json.dump(preprocessor_config(info.task, model.config.image_size, sigma), f, indent=2)
     if info.keypoints is not None:
         with open(out / KEYPOINTS_FILE, "w") as f:
             yaml.safe_dump(info.keypoints, f, sort_keys=False)

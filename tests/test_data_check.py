@@ -52,7 +52,8 @@ POSE_DEFECTS = {
                       TRAIN_ANN, "annotation 2", "bbox", "width and height > 0"),
     "duplicate image id": (lambda r: edit_json(r / TRAIN_ANN, lambda d: d["images"][1].update(id=1)),
                            TRAIN_ANN, "image 1", "id", "image id 1 is used by more than one image"),
-    "visibility flag 3": (lambda r: edit_json(r / TRAIN_ANN, lambda d: d["annotations"][2]["keypoints"].__setitem__(2, 3)),
+    "visibility flag 3": (lambda r: edit_json(r / TRAIN_ANN,
+                                              lambda d: d["annotations"][2]["keypoints"].__setitem__(2, 3)),
                           TRAIN_ANN, "annotation 3", "keypoints", "visibility flags in {0, 1, 2}, got [3]"),
 }
 
@@ -76,7 +77,8 @@ def _sample(root, task):
 
 DENSE_DEFECTS = {
     "label 77 in a 29-class set": ("seg", "labels", lambda root, name: cv2.imwrite(
-        str(root / f"train/labels/{name}.png"), np.full((256, 192), 77, np.uint8)), "label values [77] outside the 29-class set"),
+        str(root / f"train/labels/{name}.png"), np.full((256, 192), 77, np.uint8)),
+        "label values [77] outside the 29-class set"),
     "NaN normal": ("normal", "normals", lambda root, name: _edit_npy(root / f"train/normals/{name}.npy", np.nan),
                    "normals contain NaN or inf"),
     "depth of zero": ("pointmap", "depth", lambda root, name: _edit_npy(root / f"train/depth/{name}.npy", 0.0),

@@ -134,7 +134,8 @@ def test_nan_loss_stops_the_run_when_the_policy_says_so(tiny_coco, tiny_pose308_
     faults = tmp_path / "nan.yaml"
     faults.write_text(yaml.safe_dump({"trainer": {"callbacks": [
         {"class_path": "faults.NaNAtStep", "init_args": {"step": 1}}]}}))
-    with pytest.raises(NonFiniteError, match=r"step 1: non-finite loss \(loss nan\); samples of the batch: \[\d+, \d+\]"):
+    message = r"step 1: non-finite loss \(loss nan\); samples of the batch: \[\d+, \d+\]"
+    with pytest.raises(NonFiniteError, match=message):
         main(pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / "run", 4, "--tracking.logger", "csv",
                            "--export", "false", "--config", str(faults), "--non_finite.policy", "stop"))
 

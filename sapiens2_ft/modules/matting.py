@@ -96,5 +96,6 @@ class MattingModule(DenseTaskModule):
     def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
         alpha = outputs["alpha"][i, 0].float().numpy()
         foreground = (outputs["foreground"][i].float().permute(1, 2, 0).numpy() * 255).clip(0, 255)
-        pictures = [image_rgb(batch, i), gray(batch["alpha"][i, 0].numpy()), gray(alpha), matte_composite(foreground, alpha)]
+        pictures = [image_rgb(batch, i), gray(batch["alpha"][i, 0].numpy()), gray(alpha),
+                    matte_composite(foreground, alpha)]
         return "matting", side_by_side(pictures, ["image", "alpha truth", "alpha predicted", "composite"])
