@@ -52,27 +52,37 @@ def assert_same_state(expected: dict, got: dict) -> None:
             assert torch.equal(a[name], b[name]), name
 
 
-def test_sigkill_during_training_then_resume_matches_uninterrupted(uninterrupted, tiny_coco, tiny_pose308_dir,
-                                                                    tmp_path):
+@pytest.mark.parametrize("fault,step,last_good", [
+    ("KillAtStep", 3, 2),  # killed mid-epoch: resume from the step-2 checkpoint
+    ("KillDuringCheckpointWrite", 6, 4),  # killed halfway through writing step 6: step 4 stays whole
+])
+def test_sigkill_then_resume_matches_uninterrupted(uninterrupted, tiny_coco, tiny_pose308_dir, tmp_path, fault, step,
+                                                   last_good):
     run_dir = tmp_path / "run"
-    args = run_args(tiny_coco, tiny_pose308_dir, run_dir)
-    killed = killed_run(args, "KillAtStep", 3, tmp_path)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
-    assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2  # mid-epoch
-    main(args + ["--resume", "auto"])
-    assert_same_state(uninterrupted, torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True))
-
-
-def test_sigkill_while_writing_a_checkpoint_keeps_the_last_good_one(uninterrupted, tiny_coco, tiny_pose308_dir,
-                                                                     tmp_path):
-    run_dir = tmp_path / "run"
-    args = run_args(tiny_coco, tiny_pose308_dir, run_dir)
-    killed = killed_run(args, "KillDuringCheckpointWrite", 6, tmp_path)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     checkpoints = run_dir / "checkpoints"
-    assert list(checkpoints.glob(".*.tmp-*")), "the interrupted write should have left its temporary file"
-    last = torch.load(checkpoints / "last.ckpt", weights_only=True)  # whole, and the one before the kill
-    assert last["global_step"] == 4
+    args = run_args(tiny_coco, tiny_pose308_dir, run_dir)
+    killed = killed_run(args, fault, step, tmp_path)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert torch.load(checkpoints / "last.ckpt", weights_only=True)["global_step"] == last_good
+    # only an interrupted write leaves its temporary file behind
+    assert bool(list(checkpoints.glob(".*.tmp-*"))) == (fault == "KillDuringCheckpointWrite")
     main(args + ["--resume", "auto"])
     assert_same_state(uninterrupted, torch.load(checkpoints / "last.ckpt", weights_only=True))
     assert not list(checkpoints.glob(".*.tmp-*"))  # cleaned up by the next successful save
+
+
+def test_distributed_checkpoint_swap_and_the_fallback_a_crash_leaves(tmp_path):
+    from sapiens2_ft.checkpoint_io import last_good, swap_in_directory
+    from sapiens2_ft.run_dir import resolve_resume
+
+    checkpoints = tmp_path / "run" / "checkpoints"
+    last, partial = checkpoints / "last.ckpt", checkpoints / "last.ckpt.partial"
+    for directory, step in ((last, "4"), (partial, "6")):
+        directory.mkdir(parents=True)
+        (directory / "step").write_text(step)
+    swap_in_directory(partial, last)
+    assert (last / "step").read_text() == "6" and not partial.exists() and not (checkpoints / "last.ckpt.old").exists()
+
+    last.rename(checkpoints / "last.ckpt.old")  # a crash between the two renames of the next swap
+    assert last_good(last) == checkpoints / "last.ckpt.old"
+    assert resolve_resume("auto", str(tmp_path / "run"), "any") == (checkpoints / "last.ckpt.old", tmp_path / "run")
