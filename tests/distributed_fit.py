@@ -119,6 +119,9 @@ def main() -> None:
         result = {"losses": record.losses, "global_step": trainer.global_step, "ranks": per_rank,
                   "checkpoint": str(checkpoint), "checkpoint_is_dir": checkpoint.is_dir()}
         (Path(args.out) / "result.json").write_text(json.dumps(result))
+    if dist.is_initialized():  # leave together: a rank exiting while gloo threads still run can abort the other
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
