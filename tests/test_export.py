@@ -108,9 +108,15 @@ def test_predict_pose_writes_coco_results_and_overlays(pose_run, tiny_coco, tmp_
     images = COCO(str(out / "images.json"))
     results = images.loadRes(str(out / "keypoints.json"))
     assert len(results.getAnnIds()) == 2
-    for ann in results.dataset["annotations"]:  # keypoints in image pixels
+    # Keypoints come back in image pixels, inside the padded whole-image crop, which reaches past the
+    # image border (a barely trained model may peak in the padding), plus DARK's largest refinement step
+    # (5 heatmap pixels; the 64x48 heatmap is a quarter of the input).
+    center, scale = affine.box_to_center_scale([0, 0, 192, 256], 192 / 256)
+    margin = 5 * scale / np.array([48, 64])
+    low, high = center - scale / 2 - margin, center + scale / 2 + margin
+    for ann in results.dataset["annotations"]:
         xy = np.asarray(ann["keypoints"]).reshape(-1, 3)[:, :2]
-        assert (xy >= -1).all() and (xy[:, 0] <= 192).all() and (xy[:, 1] <= 256).all()
+        assert ((xy >= low) & (xy <= high)).all(), (xy.min(0), xy.max(0), low, high)
 
 
 def test_predict_dense_from_a_checkpoint_writes_maps_at_image_size(seg_checkpoint, dense_root, tmp_path):
