@@ -1,4 +1,4 @@
-"""End to end: each dense demo recipe, shortened to STEPS steps, lowers its loss and beats a baseline
+"""End to end: each dense demo recipe, shortened to STEPS[task] steps, lowers its loss and beats a baseline
 computed on the same val split: the best constant prediction (seg: background everywhere; normal:
 the mean normal; matting: alpha 0 everywhere, the lower SAD of the constant mattes). Pointmaps:
 the loss drop only (see below)."""
@@ -16,7 +16,6 @@ from datamodules.synthetic import ensure_dataset
 from sapiens2_ft.cli import main
 from sapiens2_ft.metrics import MattingMetrics, NormalMetrics, SegmentationMetrics
 
-STEPS = 100
 PANELS = {"seg": "segmentation", "normal": "normals", "pointmap": "depth", "matting": "matting"}
 NUM_IMAGES = 300
 MIN_LOSS_DROP = 0.85  # last logged train losses below this fraction of the first ones
@@ -24,6 +23,8 @@ MIN_LOSS_DROP = 0.85  # last logged train losses below this fraction of the firs
 # of the val pointmaps (canonical L1 0.09; a RoPE-only ViT has no absolute position to draw X/Y ramps
 # from), and its val error is unstable from run to run: canonical L1 0.206, 0.206, 0.286, 0.349 at 100
 # steps here, against 0.364 for predicting zeros. No metric bound would be both honest and stable.
+# Their loss has fallen to 0.42x by step 50 (13.4 -> 5.7 here), so they run 50 steps, not 100 (-45 s).
+STEPS = {"seg": 100, "normal": 100, "matting": 100, "pointmap": 50}
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def _loss_drop(run_dir) -> tuple[float, float]:
 @pytest.mark.parametrize("task,better", [("seg", "higher"), ("normal", "lower"), ("matting", "lower"),
                                          ("pointmap", None)])
 def test_dense_demo_learns(task, better, synthetic, tmp_path):
-    summary = _run(task, synthetic, tmp_path / "run", STEPS)
+    summary = _run(task, synthetic, tmp_path / "run", STEPS[task])
     first, last = _loss_drop(tmp_path / "run")
     print(f"{task}: train loss {first:.3f} -> {last:.3f}; val {summary['metrics']}")
     assert last < MIN_LOSS_DROP * first, f"train loss did not drop: {first:.3f} -> {last:.3f}"
