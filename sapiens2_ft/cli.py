@@ -20,9 +20,11 @@ import warnings
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import torch
 import yaml
+from jsonargparse.typing import PositiveInt
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.loggers import WandbLogger
@@ -32,6 +34,7 @@ from sapiens2_ft.callbacks.non_finite import NonFiniteConfig, NonFiniteGuard
 from sapiens2_ft.callbacks.progress import StepProgressBar
 from sapiens2_ft.callbacks.resume_position import ResumeDataPosition
 from sapiens2_ft.callbacks.run_artifacts import RunArtifacts
+from sapiens2_ft.callbacks.step_checkpoint import StepCheckpoint
 from sapiens2_ft.callbacks.throughput import Throughput
 from sapiens2_ft.checkpoint_io import AtomicCheckpointIO
 from sapiens2_ft.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
@@ -107,8 +110,8 @@ def task_of(argv: list[str]) -> str:
 
 
 class Sapiens2CLI(LightningCLI):
-    """Adds the ``task``, ``run_dir``, ``resume``, ``init_from``, ``export``, ``tracking`` and ``non_finite``
-    keys, the task links, the run directory and the run's callbacks."""
+    """Adds the ``task``, ``run_dir``, ``resume``, ``init_from``, ``checkpoint_every_n_steps``, ``export``,
+    ``tracking`` and ``non_finite`` keys, the task links, the run directory and the run's callbacks."""
 
     def __init__(self, task: str, **kwargs):
         self.task = TASKS[task]
@@ -124,6 +127,9 @@ class Sapiens2CLI(LightningCLI):
         parser.add_argument("--init_from", default=None,
                             help="Start a new run from the weights of an earlier run of the same task and labels "
                                  "(.ckpt, distributed checkpoint dir or exported dir); optimiser and step start at 0")
+        parser.add_argument("--checkpoint_every_n_steps", type=Optional[PositiveInt], default=None,
+                            help="Also write last.ckpt every N optimiser steps between validations, so a crash "
+                                 "loses at most N steps (default: at validations only)")
         parser.add_argument("--export", type=bool, default=True,
                             help="Export the best checkpoint to <run_dir>/export at the end of fit")
         parser.add_class_arguments(TrackingConfig, "tracking")
@@ -180,6 +186,9 @@ class Sapiens2CLI(LightningCLI):
             NonFiniteGuard(self._get(self.config_init, "non_finite")),
             ResumeDataPosition(),
         ]
+        every_n_steps = self._get(self.config_init, "checkpoint_every_n_steps")
+        if every_n_steps:
+            callbacks.append(StepCheckpoint(self.run_dir / LAST_CHECKPOINT, every_n_steps))
         if config.get("enable_progress_bar") is not False:
             callbacks.append(StepProgressBar())
         kwargs["callbacks"] = callbacks

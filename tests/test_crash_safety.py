@@ -52,15 +52,17 @@ def assert_same_state(expected: dict, got: dict) -> None:
             assert torch.equal(a[name], b[name]), name
 
 
-@pytest.mark.parametrize("fault,step,last_good", [
-    ("KillAtStep", 3, 2),  # killed mid-epoch: resume from the step-2 checkpoint
-    ("KillDuringCheckpointWrite", 6, 4),  # killed halfway through writing step 6: step 4 stays whole
+@pytest.mark.parametrize("fault,step,last_good,extra", [
+    ("KillAtStep", 3, 2, []),  # killed mid-epoch: resume from the step-2 checkpoint
+    ("KillDuringCheckpointWrite", 6, 4, []),  # killed halfway through writing step 6: step 4 stays whole
+    # a checkpoint between validations (written at the end of a training batch, not of a validation)
+    ("KillAtStep", 4, 3, ["--checkpoint_every_n_steps", "1"]),
 ])
 def test_sigkill_then_resume_matches_uninterrupted(uninterrupted, tiny_coco, tiny_pose308_dir, tmp_path, fault, step,
-                                                   last_good):
+                                                   last_good, extra):
     run_dir = tmp_path / "run"
     checkpoints = run_dir / "checkpoints"
-    args = run_args(tiny_coco, tiny_pose308_dir, run_dir)
+    args = run_args(tiny_coco, tiny_pose308_dir, run_dir) + extra
     killed = killed_run(args, fault, step, tmp_path)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert torch.load(checkpoints / "last.ckpt", weights_only=True)["global_step"] == last_good

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import pytest
 import torch
@@ -146,3 +147,22 @@ def test_last_checkpoint_holds_the_final_step_even_between_validations(tiny_coco
                                  "--export", "false"))  # validation every 2 steps: at 2, and the final one at 3
     assert summary["global_step"] == 3
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
+
+
+def test_checkpoint_every_n_steps_writes_last_between_validations_once_per_step(tiny_coco, tiny_pose308_dir,
+                                                                                 tmp_path, monkeypatch):
+    from sapiens2_ft.checkpoint_io import AtomicCheckpointIO
+
+    written = []
+    save = AtomicCheckpointIO.save_checkpoint
+
+    def record(self, checkpoint, path, storage_options=None):
+        written.append((Path(path).name, checkpoint["global_step"]))
+        save(self, checkpoint, path, storage_options)
+
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", record)
+    main(pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / "run", 5, "--tracking.logger", "csv",
+                       "--export", "false", "--checkpoint_every_n_steps", "1"))
+    last = [step for name, step in written if name == "last.ckpt"]
+    # steps 1, 3 and 5 by StepCheckpoint; 2 and 4 by the validations (every 2 steps), each written once
+    assert last == [1, 2, 3, 4, 5], written

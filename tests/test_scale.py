@@ -155,7 +155,8 @@ def test_train_py_with_the_fsdp2_config_piece(dense_root, tmp_path):
     cmd = [sys.executable, "train.py", "--config", "seg_demo.yaml", "--config", "strategy/fsdp2.yaml",
            "--run_dir", str(run_dir), "--data.root", str(dense_root), "--data.synthetic", "null",
            "--data.batch_size", "2", "--data.num_workers", "0", "--trainer.devices", "2",
-           "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.enable_progress_bar", "false"]
+           "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.enable_progress_bar", "false",
+           "--checkpoint_every_n_steps", "1"]  # a sharded step checkpoint at 1; the validation one at 2
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # two ranks on two cores
     done = run_job(cmd, REPO, env)
     assert done.returncode == 0, done.stderr[-3000:]

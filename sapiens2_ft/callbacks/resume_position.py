@@ -24,6 +24,8 @@ class ResumeDataPosition(L.Callback):
             return
         loader = trainer.train_dataloader
         sampler = getattr(loader, "sampler", None)
-        done = loop.epoch_loop.batch_progress.current.completed
+        # `processed`, not `completed`: a checkpoint written in on_train_batch_end (StepCheckpoint) has not yet
+        # counted its last batch as completed; Lightning makes up for that only later, in the epoch loop's reset.
+        done = loop.epoch_loop.batch_progress.current.processed
         if isinstance(sampler, EpochSeededSampler) and 0 < done < trainer.num_training_batches:
             sampler.skip(done * loader.batch_size)

@@ -1,0 +1,41 @@
+"""``last.ckpt`` every N optimiser steps, so a crash between validations loses at most N steps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+
+
+class StepCheckpoint(L.Callback):
+    """Writes the full training state to ``path`` at every ``every_n_steps``-th optimiser step.
+
+    Steps that end in a validation are left to the validation-time checkpoint, which holds that
+    validation's results too, so ``last.ckpt`` is never written twice for one step. A checkpoint taken
+    here resumes at the next batch (see :class:`ResumeDataPosition`).
+    """
+
+    def __init__(self, path: str | Path, every_n_steps: int):
+        if every_n_steps < 1:
+            raise ValueError(f"checkpoint_every_n_steps must be >= 1, got {every_n_steps}")
+        self.path = Path(path)
+        self.every_n_steps = every_n_steps
+        self.saved_step = -1
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        # With gradient accumulation several batches end on one step: the first of them saves.
+        if step == 0 or step % self.every_n_steps or step == self.saved_step or trainer.sanity_checking:
+            return
+        self.saved_step = step
+        # Every rank takes part in a sharded save, so they decide together (a time-based validation
+        # interval could differ between ranks).
+        if trainer.strategy.broadcast(_validation_runs_now(trainer)):
+            return
+        trainer.save_checkpoint(self.path)
+
+
+def _validation_runs_now(trainer: L.Trainer) -> bool:
+    """Whether the training loop validates at the end of this batch (its own decision, asked early)."""
+    loop = trainer.fit_loop
+    return bool(trainer.enable_validation and loop.epoch_loop._should_check_val_fx(loop._data_fetcher))
