@@ -249,9 +249,8 @@ def main(argv: list[str] | None = None) -> dict:
 def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool) -> None:
     """Rank 0 after fit: the results page, the export of the best checkpoint, the closing lines."""
     results = write_results_png(run_dir, monitor)
-    best = summary.get("best_checkpoint") or summary.get("last_checkpoint")
-    if export and best:
-        summary["export"] = str(export_checkpoint(best, run_dir / "export"))
+    if export and summary["best_checkpoint"]:
+        summary["export"] = str(export_checkpoint(summary["best_checkpoint"], run_dir / "export"))
         with open(run_dir / "summary.json", "w") as f:
             json.dump(summary, f, indent=2)
     print(f"run directory: {run_dir}")

@@ -166,3 +166,13 @@ def test_checkpoint_every_n_steps_writes_last_between_validations_once_per_step(
     last = [step for name, step in written if name == "last.ckpt"]
     # steps 1, 3 and 5 by StepCheckpoint; 2 and 4 by the validations (every 2 steps), each written once
     assert last == [1, 2, 3, 4, 5], written
+
+
+def test_run_shorter_than_the_validation_interval_still_names_and_exports_its_weights(tiny_coco, tiny_pose308_dir,
+                                                                                      tmp_path):
+    run_dir = tmp_path / "run"
+    summary = main(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 1, "--tracking.logger", "csv"))
+    last = str(run_dir / "checkpoints" / "last.ckpt")  # one step, validation every 2: only the final one
+    assert summary["best_checkpoint"] == summary["last_checkpoint"] == last
+    assert summary["best_score"] == summary["metrics"]["AP"]
+    assert (run_dir / "export" / "model.safetensors").exists() and summary["export"] == str(run_dir / "export")

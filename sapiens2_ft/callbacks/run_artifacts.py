@@ -9,6 +9,7 @@ import lightning as L
 import torch
 
 from sapiens2_ft.checkpoints import RECORD_KEY
+from sapiens2_ft.run_dir import LAST_CHECKPOINT
 from sapiens2_ft.tracking import wandb_run_id
 
 
@@ -59,20 +60,24 @@ class RunArtifacts(L.Callback):
     def write_summary(self, trainer: L.Trainer, pl_module: L.LightningModule, datamodule, wall_time_s: float,
                       extra: dict | None = None) -> dict:
         checkpoint = trainer.checkpoint_callback  # the best-by-metric one comes first
-        last = next((c for c in trainer.checkpoint_callbacks if c.monitor is None), None)
         metrics = {k[len("val/"):]: _plain(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        monitor = pl_module.monitor[0]
+        last = self.run_dir / LAST_CHECKPOINT
+        last = str(last) if last.exists() else None
+        best, best_score = (checkpoint.best_model_path, _plain(checkpoint.best_model_score)) if checkpoint else ("", None)
+        if not best:  # no validation during fit (a run shorter than val_check_interval): the final weights
+            best, best_score = last, metrics.get(monitor.removeprefix("val/"))
         summary = {
             "run_dir": str(self.run_dir),
             "metrics": metrics,
-            "monitor": pl_module.monitor[0],
-            "best_checkpoint": checkpoint.best_model_path if checkpoint else None,
-            "best_score": _plain(checkpoint.best_model_score) if checkpoint else None,
-            "last_checkpoint": last.best_model_path if last else None,
+            "monitor": monitor,
+            "best_checkpoint": best,
+            "best_score": best_score,
+            "last_checkpoint": last,
             "global_step": trainer.global_step,
             "skipped_samples": getattr(datamodule, "skipped", {}),
             # found unreadable while training (all processes; val counts every validation pass)
-            "bad_samples_replaced": {split: int(trainer.strategy.reduce(torch.tensor(float(n)), reduce_op="sum"))
-                                     for split, n in self.replaced.items()},
+            "bad_samples_replaced": {split: _sum_over_ranks(trainer, n) for split, n in self.replaced.items()},
             "model": str(getattr(pl_module, "load_report", "")),
             "fit_wall_time_s": round(wall_time_s, 1),
             **(extra or {}),
@@ -81,3 +86,9 @@ class RunArtifacts(L.Callback):
             with open(self.run_dir / "summary.json", "w") as f:
                 json.dump(summary, f, indent=2)
         return summary
+
+
+def _sum_over_ranks(trainer: L.Trainer, count: int) -> int:
+    # On the strategy's device: NCCL reduces GPU tensors only.
+    return int(trainer.strategy.reduce(torch.tensor(float(count), device=trainer.strategy.root_device),
+                                       reduce_op="sum"))
