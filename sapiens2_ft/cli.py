@@ -26,7 +26,7 @@ import torch
 import yaml
 from jsonargparse.typing import PositiveInt
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 
 from sapiens2_ft.callbacks.image_panels import ImagePanels
@@ -41,7 +41,8 @@ from sapiens2_ft.checkpoints import CheckpointError, CheckpointInfo, check_compa
 from sapiens2_ft.config_safety import check_class_paths
 from sapiens2_ft.export import export_checkpoint
 from sapiens2_ft.results_page import write_results_png
-from sapiens2_ft.run_dir import LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, default_run_dir, resolve_resume
+from sapiens2_ft.run_dir import (LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, default_run_dir, resolve_resume,
+                                 run_name)
 from sapiens2_ft.tracking import TrackingConfig, build_loggers, git_commit, new_run_id
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
@@ -97,8 +98,10 @@ def task_of(argv: list[str]) -> str:
     """The ``task`` key of the last config / override that sets it (default pose)."""
     task = "pose"
     for i, arg in enumerate(argv):
-        if arg == "--config" and i + 1 < len(argv):
-            with open(argv[i + 1]) as f:
+        config = argv[i + 1] if arg == "--config" and i + 1 < len(argv) else (
+            arg.split("=", 1)[1] if arg.startswith("--config=") else None)
+        if config is not None:
+            with open(config) as f:
                 task = (yaml.safe_load(f) or {}).get("task", task)
         elif arg == "--task" and i + 1 < len(argv):
             task = argv[i + 1]
@@ -107,6 +110,22 @@ def task_of(argv: list[str]) -> str:
     if task not in TASKS:
         raise SystemExit(f"unknown task '{task}'; known: {sorted(TASKS)}")
     return task
+
+
+def default_precision(accelerator) -> str:
+    """bf16-mixed where the run trains on a GPU that has bf16, else full fp32 (CPU runs, older GPUs)."""
+    on_gpu = str(accelerator) in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+    return "bf16-mixed" if on_gpu and torch.cuda.is_bf16_supported() else "32-true"
+
+
+class SaveRecipe(SaveConfigCallback):
+    """``<run_dir>/config.yaml``: the resolved recipe without ``run_dir`` and ``resume``, so that
+    ``--config <run_dir>/config.yaml`` starts a new run of the same recipe."""
+
+    def __init__(self, parser, config, *args, **kwargs):
+        config = config.clone()
+        config.run_dir, config.resume = None, None
+        super().__init__(parser, config, *args, **kwargs)
 
 
 class Sapiens2CLI(LightningCLI):
@@ -141,10 +160,10 @@ class Sapiens2CLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config
         check_class_paths(config.as_dict())
-        names = [Path(str(p)).stem for p in (config.get("config") or [])] or ["run"]
+        name = run_name(config.get("config") or [])
         if config.resume and config.init_from:
             raise SystemExit("--resume continues a run and --init_from starts a new one: give one of them")
-        resumed = resolve_resume(config.resume, config.run_dir, names[-1]) if config.resume else None
+        resumed = resolve_resume(config.resume, config.run_dir, name) if config.resume else None
         if resumed is not None:
             checkpoint, run_dir = resumed
             try:
@@ -156,7 +175,7 @@ class Sapiens2CLI(LightningCLI):
         elif config.resume == "auto":
             print("--resume auto: no earlier run with a last checkpoint; starting a new run")
         if not config.run_dir:
-            config.run_dir = str(default_run_dir(names[-1]))
+            config.run_dir = str(default_run_dir(name))
         self.run_dir = Path(config.run_dir)
         if self.resume is None:
             check_fresh(self.run_dir)
@@ -164,7 +183,7 @@ class Sapiens2CLI(LightningCLI):
         trainer = config.trainer
         trainer.default_root_dir = str(self.run_dir)
         if trainer.precision is None:
-            trainer.precision = "bf16-mixed" if torch.cuda.is_available() else "32-true"
+            trainer.precision = default_precision(trainer.accelerator)
 
     def instantiate_trainer(self, **kwargs):
         monitor, mode = self.model.monitor
@@ -207,7 +226,7 @@ def main(argv: list[str] | None = None) -> dict:
     argv = resolve_config_args(sys.argv[1:] if argv is None else argv)
     # sys.argv stays as it is: Lightning's launcher starts the other ranks by re-running it.
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
-    cli = Sapiens2CLI(task_of(argv), args=argv, run=False, seed_everything_default=0,
+    cli = Sapiens2CLI(task_of(argv), args=argv, run=False, seed_everything_default=0, save_config_callback=SaveRecipe,
                       save_config_kwargs={"overwrite": True}, auto_configure_optimizers=False)
     trainer, model, data = cli.trainer, cli.model, cli.datamodule
     checkpoint = None

@@ -11,8 +11,20 @@ import time
 from pathlib import Path
 
 from sapiens2_ft.checkpoint_io import last_good
+from sapiens2_ft.checkpoints import is_distributed_checkpoint
 
 RUN_DIR_ENV = "SAPIENS2_FT_RUN_DIR"
+
+
+def run_name(config_files: list) -> str:
+    """The name runs are grouped under: the first ``--config`` (the recipe; later ones are pieces such as
+    ``strategy/fsdp2.yaml``). A run's own saved ``config.yaml`` keeps the name of the run it came from."""
+    if not config_files:
+        return "run"
+    first = Path(str(config_files[0]))
+    if first.name == "config.yaml" and (first.parent / "checkpoints").is_dir():
+        return first.parent.parent.name  # runs/<name>/<stamp>/config.yaml
+    return first.stem
 
 
 def default_run_dir(config_name: str) -> Path:
@@ -55,6 +67,9 @@ def resolve_resume(resume: str, run_dir: str | None, config_name: str) -> tuple[
         return last_good(path / LAST_CHECKPOINT), path
     if not path.exists():
         raise SystemExit(f"--resume: {path} does not exist (give a checkpoint, a run directory, or 'auto')")
+    if path.is_dir() and not is_distributed_checkpoint(path):
+        raise SystemExit(f"--resume: {path} holds no {LAST_CHECKPOINT} (the run stopped before its first "
+                         "checkpoint?) and is not a checkpoint itself; start a new run with another --run_dir")
     owner = path.parent.parent if path.parent.name == "checkpoints" else Path(run_dir or default_run_dir(config_name))
     return path, owner
 

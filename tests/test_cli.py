@@ -44,7 +44,8 @@ def test_print_config_merges_configs_and_overrides(tmp_path):
     assert config["data"]["input_size"] == [1024, 768]
 
 
-def test_pose_coco_recipe_trains_two_steps_on_local_model_and_data(tiny_coco, tiny_pose308_dir, tmp_path):
+def test_pose_coco_recipe_trains_two_steps_on_local_model_and_data(tiny_coco, tiny_pose308_dir, tmp_path,
+                                                                   monkeypatch):
     run_dir = tmp_path / "run"
     summary = main([
         "--config", "pose_coco.yaml", "--run_dir", str(run_dir),
@@ -73,6 +74,13 @@ def test_pose_coco_recipe_trains_two_steps_on_local_model_and_data(tiny_coco, ti
         main(["--config", "pose_coco.yaml", "--run_dir", str(run_dir), "--data.root", str(tiny_coco)])
     assert (run_dir / "summary.json").read_bytes() == before
 
+    # The saved recipe holds no run directory of its own: it starts a new run.
+    assert saved["run_dir"] is None and saved["resume"] is None
+    from sapiens2_ft.run_dir import RUN_DIR_ENV
+    monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path / "rerun"))  # where default_run_dir puts it
+    again = main(["--config", str(run_dir / "config.yaml"), "--tracking.logger", "csv", "--export", "false"])
+    assert again["run_dir"] == str(tmp_path / "rerun") and again["global_step"] == 2
+
 
 def test_default_run_dir_is_shared_by_ranks(monkeypatch):
     from sapiens2_ft.run_dir import RUN_DIR_ENV, default_run_dir
@@ -82,6 +90,27 @@ def test_default_run_dir_is_shared_by_ranks(monkeypatch):
     assert default_run_dir("pose_demo") == Path("runs/pose_demo/job42")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "other")
     assert default_run_dir("pose_demo") == Path("runs/pose_demo/job42")  # a launched child inherits it
+
+
+def test_runs_are_named_after_the_recipe_and_the_task_read_from_any_config_form(tmp_path):
+    from sapiens2_ft.cli import task_of
+    from sapiens2_ft.run_dir import run_name
+
+    assert run_name([CONFIG_DIR / "pose_coco_5b.yaml", CONFIG_DIR / "strategy" / "fsdp2.yaml"]) == "pose_coco_5b"
+    saved = tmp_path / "runs" / "seg_custom" / "20261130-120000"
+    (saved / "checkpoints").mkdir(parents=True)
+    (saved / "config.yaml").write_text("task: seg\n")
+    assert run_name([saved / "config.yaml"]) == "seg_custom"  # a rerun of a run's saved recipe
+    assert run_name([]) == "run"
+    assert task_of(["--config", str(saved / "config.yaml")]) == task_of([f"--config={saved / 'config.yaml'}"]) == "seg"
+
+
+def test_resume_of_a_run_directory_without_a_checkpoint_says_so(tmp_path):
+    from sapiens2_ft.run_dir import resolve_resume
+
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="holds no checkpoints/last.ckpt"):
+        resolve_resume(str(tmp_path / "run"), None, "pose_coco")
 
 
 def test_configs_may_instantiate_only_allowed_classes(tmp_path, monkeypatch):
