@@ -15,7 +15,7 @@ from datamodules.loaders import make_loader
 from datamodules.dense_files import TASKS, list_samples
 from datamodules.dense_transforms import DenseAugment, flip_classes_from_names
 from datamodules.pose_datamodule import SyntheticData
-from datamodules.synthetic.parts import SAPIENS2_PART_CLASSES
+from sapiens2_ft.body_parts import resolve_class_names
 from sapiens2_ft.checkpoints import plain_hparams
 
 
@@ -64,20 +64,17 @@ class DenseDataModule(L.LightningDataModule):
         super().__init__()
         if task not in TASKS:
             raise ValueError(f"dense_datamodule.py: unknown task {task!r}; expected one of {TASKS}")
-        self.save_hyperparameters()
+        # The class set is the model's hyper-parameter (linked, resolved); from the CLI this one would stay
+        # unresolved and Lightning refuses to merge differing values.
+        self.save_hyperparameters(ignore=["class_names"])
         plain_hparams(self)  # checkpoints stay loadable with weights_only=True
         # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the objects here.
         self.augment = DenseAugment(**augment) if isinstance(augment, dict) else augment
         self.synthetic = SyntheticData(**synthetic) if isinstance(synthetic, dict) else synthetic
         self.root = Path(root)
-        if class_names is None and num_classes == len(SAPIENS2_PART_CLASSES):
-            class_names = list(SAPIENS2_PART_CLASSES)
-        if class_names is not None and len(class_names) != num_classes:
-            raise ValueError(f"dense_datamodule.py: {len(class_names)} class_names for num_classes={num_classes}")
-        self.class_names = class_names
+        self.class_names = class_names = resolve_class_names(num_classes, class_names)
         if flip_classes is None:
-            flip_classes = (flip_classes_from_names(class_names) if class_names is not None
-                            else list(range(num_classes)))
+            flip_classes = flip_classes_from_names(class_names)
         self.flip_classes = list(flip_classes)
         self.train_set: DenseDataset | None = None
         self.val_set: DenseDataset | None = None

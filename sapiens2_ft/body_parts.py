@@ -31,3 +31,15 @@ SAPIENS2_PART_CLASSES = (
     "Upper_Teeth",
     "Tongue",
 )
+
+
+def resolve_class_names(num_classes: int, class_names: list[str] | None) -> list[str]:
+    """The class set of ``data.num_classes`` / ``data.class_names``: the given names, the Sapiens2 names
+    for 29 classes, else ``class_0 .. class_{n-1}``."""
+    if class_names is not None:
+        if len(class_names) != num_classes:
+            raise ValueError(f"data.class_names has {len(class_names)} names for data.num_classes={num_classes}")
+        return list(class_names)
+    if num_classes == len(SAPIENS2_PART_CLASSES):
+        return list(SAPIENS2_PART_CLASSES)
+    return [f"class_{i}" for i in range(num_classes)]

@@ -29,6 +29,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 
+from sapiens2_ft.body_parts import resolve_class_names
 from sapiens2_ft.callbacks.image_panels import ImagePanels
 from sapiens2_ft.callbacks.non_finite import NonFiniteConfig, NonFiniteGuard
 from sapiens2_ft.callbacks.progress import StepProgressBar
@@ -52,7 +53,7 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 class Task:
     module: str
     datamodule: str
-    links: tuple[tuple[str, str], ...] = ()
+    links: tuple[tuple, ...] = ()  # (source, target) or (sources, target, compute_fn): parser.link_arguments
 
 
 DENSE_DATA = "datamodules.dense_datamodule.DenseDataModule"
@@ -61,7 +62,7 @@ TASKS = {
     "pose": Task("sapiens2_ft.modules.pose.PoseModule", "datamodules.pose_datamodule.PoseDataModule",
                  links=(("data.keypoints", "model.keypoints"), ("data.input_size", "model.input_size"))),
     "seg": Task("sapiens2_ft.modules.segmentation.SegmentationModule", DENSE_DATA,
-                links=DENSE_LINKS + (("data.class_names", "model.class_names"),)),
+                links=DENSE_LINKS + ((("data.num_classes", "data.class_names"), "model.class_names", resolve_class_names),)),
     "normal": Task("sapiens2_ft.modules.normal.NormalModule", DENSE_DATA, links=DENSE_LINKS),
     "pointmap": Task("sapiens2_ft.modules.pointmap.PointmapModule", DENSE_DATA, links=DENSE_LINKS),
     "matting": Task("sapiens2_ft.modules.matting.MattingModule", DENSE_DATA, links=DENSE_LINKS),
@@ -154,8 +155,8 @@ class Sapiens2CLI(LightningCLI):
         parser.add_class_arguments(TrackingConfig, "tracking")
         parser.add_class_arguments(NonFiniteConfig, "non_finite")
         parser.link_arguments("init_from", "model.init_from")
-        for source, target in self.task.links:
-            parser.link_arguments(source, target)
+        for link in self.task.links:
+            parser.link_arguments(*link)
 
     def before_instantiate_classes(self) -> None:
         config = self.config

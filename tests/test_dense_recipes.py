@@ -61,3 +61,20 @@ def test_custom_recipe_trains_two_steps(task, dense_root, tmp_path):
     assert summary["monitor"].removeprefix("val/") in summary["metrics"]
     assert all(np.isfinite(v) for v in summary["metrics"].values())
     assert (run_dir / "checkpoints" / "last.ckpt").exists() and any((run_dir / "predictions").iterdir())
+
+
+def test_num_classes_alone_sets_the_models_class_set(dense_root, tmp_path, capsys):
+    from sapiens2_ft.cli import Sapiens2CLI, resolve_config_args
+
+    def build(*extra):
+        args = resolve_config_args(["--config", "seg_custom.yaml", "--model.pretrained", "null", "--model.size", "tiny",
+                                    "--data.root", str(dense_root), "--run_dir", str(tmp_path / "run"),
+                                    "--tracking.logger", "csv", *extra])
+        return Sapiens2CLI("seg", args=args, run=False, save_config_callback=None, auto_configure_optimizers=False)
+
+    cli = build("--data.num_classes", "5")
+    assert cli.model.class_names == cli.datamodule.class_names == [f"class_{i}" for i in range(5)]
+    assert cli.model.val_metrics.num_classes == 5
+    with pytest.raises(SystemExit):
+        build("--data.num_classes", "5", "--data.class_names", "[skin, hair]")
+    assert "data.class_names has 2 names for data.num_classes=5" in capsys.readouterr().err
