@@ -12,13 +12,18 @@ to ``OUT/model`` first). The task comes from the model's config.
 - dense tasks: the whole image letterboxed to the model's input size; the outputs are mapped back to
   the image's pixels and written as in validation (``NAME.png`` class ids + ``NAME_overlay.png``;
   ``NAME.npy`` + ``NAME_normal.png`` / ``NAME_depth.png``; ``NAME_alpha.png`` + ``NAME_composite.png``).
+
+Images are keyed by their path relative to ``--input``: ``NAME`` keeps the subfolders (``OUT/sub/NAME.png``)
+and so does ``file_name`` in ``images.json``. Unreadable images are skipped with a warning and counted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
+import sys
+from collections import defaultdict
+from pathlib import Path, PurePosixPath
 
 import cv2
 import numpy as np
@@ -26,13 +31,14 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from datamodules.coco_keypoints import DataError
 from datamodules.dense_transforms import DenseTransform
 from datamodules.pose_dataset import read_image
 from datamodules.transforms import affine
 from sapiens2_ft.checkpoints import is_distributed_checkpoint
 from sapiens2_ft.export import KEYPOINTS_FILE, PREPROCESSOR_FILE, export_checkpoint
 from sapiens2_ft.metrics.coco_keypoints import rescore
-from sapiens2_ft.models.factory import TASK_CLASSES, _resolve
+from sapiens2_ft.models.factory import TASK_CLASSES, PretrainedNotFoundError, _resolve
 from sapiens2_ft.preprocessing import normalize_images
 from sapiens2_ft.visualize import draw_keypoints
 
@@ -48,13 +54,45 @@ KEYPOINT_SCORE_THRESHOLD = 0.2  # instance rescoring, as in validation
 DRAW_SCORE_THRESHOLD = 0.3
 
 
-def list_images(path: Path) -> list[Path]:
+def list_images(path: Path) -> dict[str, Path]:
+    """Images by key: the path relative to ``path`` (POSIX), or the file name when ``path`` is one image."""
     if path.is_file():
-        return [path]
+        return {path.name: path}
     images = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
     if not images:
         raise SystemExit(f"--input: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in {path}")
-    return images
+    return {p.relative_to(path).as_posix(): p for p in images}
+
+
+def output_name(key: str) -> str:
+    """An image key without its suffix: the stem of its output files, subfolders kept."""
+    return PurePosixPath(key).with_suffix("").as_posix()
+
+
+def read_or_warn(path: Path) -> np.ndarray | None:
+    """The RGB image at ``path``, or None after a warning naming it when it cannot be read."""
+    try:
+        return read_image(str(path))
+    except DataError as err:
+        tqdm.write(f"warning: skipped: {err}", file=sys.stderr)
+        return None
+
+
+def resolve_model(model: str) -> Path:
+    """The local directory of ``model`` (a directory or a hub id); errors name ``--model``."""
+    try:
+        directory = Path(_resolve(model))
+    except PretrainedNotFoundError as err:
+        cause = err.__cause__
+        if cause is None:  # neither an existing path nor shaped like a hub id
+            raise SystemExit(f"--model: '{model}' does not exist (expected an exported directory, a .ckpt, "
+                             f"a distributed checkpoint directory or a hub id 'user/name')") from None
+        raise SystemExit(f"--model: '{model}' is not a local path and could not be fetched from the Hugging Face "
+                         f"Hub ({type(cause).__name__}: {cause}).\nDownload it on a machine with access, e.g. "
+                         f"`hf download {model} --local-dir DIR`, copy DIR here and pass `--model DIR`.") from None
+    if not (directory / "config.json").is_file():
+        raise SystemExit(f"--model: {directory} has no config.json (not an exported model directory)")
+    return directory
 
 
 def load_module(model: str, out: Path, keypoints: str | None = None, device: str = "cpu"):
@@ -65,7 +103,7 @@ def load_module(model: str, out: Path, keypoints: str | None = None, device: str
     if path.is_file() or is_distributed_checkpoint(path):
         path = export_checkpoint(path, out / "model")
         print(f"exported checkpoint {model} -> {path}")
-    directory = Path(_resolve(str(path)))
+    directory = resolve_model(str(path))
     config = Sapiens2Config.from_pretrained(directory)
     architecture = (config.architectures or ["Sapiens2Model"])[0]
     task = next((t for t, cls in TASK_CLASSES.items() if cls.__name__ == architecture), None)
@@ -105,6 +143,7 @@ def unwarp(maps: torch.Tensor, matrix: np.ndarray, input_size, image_size, mode:
 
 
 def write_files(out: Path, name: str, files: dict[str, np.ndarray]) -> None:
+    (out / name).parent.mkdir(parents=True, exist_ok=True)
     for suffix, array in files.items():
         if suffix.endswith(".npy"):
             np.save(out / f"{name}{suffix}", array)
@@ -113,62 +152,102 @@ def write_files(out: Path, name: str, files: dict[str, np.ndarray]) -> None:
 
 
 @torch.no_grad()
-def predict_dense(module, images: list[Path], out: Path, batch_size: int) -> int:
+def predict_dense(module, images: dict[str, Path], out: Path, batch_size: int) -> int:
+    """Writes the maps of every readable image; returns the number of unreadable images skipped."""
     transform = DenseTransform(module.hparams.input_size)
     size = tuple(module.hparams.input_size)
-    for start in tqdm(range(0, len(images), batch_size), desc="predict", unit="batch"):
-        paths = images[start:start + batch_size]
-        originals = [read_image(str(p)) for p in paths]
+    items, skipped = list(images.items()), 0
+    for start in tqdm(range(0, len(items), batch_size), desc="predict", unit="batch"):
+        read = [(key, read_or_warn(path)) for key, path in items[start:start + batch_size]]
+        keys, originals = [key for key, im in read if im is not None], [im for _, im in read if im is not None]
+        skipped += len(read) - len(keys)
+        if not keys:
+            continue
         matrices = [transform.matrix(im.shape[:2], None) for im in originals]
         crops = np.stack([affine.warp_image(im, m, size) for im, m in zip(originals, matrices)])
         pixels = torch.from_numpy(crops).permute(0, 3, 1, 2).to(module.device)
         outputs = module.predict(normalize_images(pixels))
-        for i, (path, image, matrix) in enumerate(zip(paths, originals, matrices)):
-            sample = {key: value[i:i + 1] if value.ndim < 4 else unwarp(value[i:i + 1], matrix, size, image.shape[:2])
-                      for key, value in outputs.items()}
+        for i, (key, image, matrix) in enumerate(zip(keys, originals, matrices)):
+            sample = {name: value[i:i + 1] if value.ndim < 4 else unwarp(value[i:i + 1], matrix, size, image.shape[:2])
+                      for name, value in outputs.items()}
             batch = {"image": torch.from_numpy(image).permute(2, 0, 1)[None]}
-            write_files(out, path.stem, module.prediction_files(sample, batch, 0))
-    return len(images)
+            write_files(out, output_name(key), module.prediction_files(sample, batch, 0))
+    return skipped
 
 
-def read_boxes(path: Path | None, images: list[Path]) -> tuple[dict[str, int], dict[str, list]]:
-    """Image ids by file name, and person boxes ``[x, y, w, h, score]`` by file name."""
-    ids = {p.name: i + 1 for i, p in enumerate(images)}
+def is_person(entry: dict) -> bool:
+    """A box of category 1 (person), or of no category."""
+    return entry.get("category_id", 1) == 1
+
+
+def match_file_names(keys: list[str], file_names, source: Path) -> dict[str, str]:
+    """Image key -> the ``--boxes`` file name it refers to: the same relative path, else the same bare name
+    when exactly one unmatched image and one unmatched file name have it."""
+    file_names = {PurePosixPath(f).as_posix() for f in file_names}
+    matched = {key: key for key in keys if key in file_names}
+    images, files = defaultdict(list), defaultdict(list)
+    for key in keys:
+        if key not in matched:
+            images[PurePosixPath(key).name].append(key)
+    for name in sorted(file_names - set(matched)):
+        files[PurePosixPath(name).name].append(name)
+    for name, candidates in images.items():
+        if (len(candidates) > 1 and files.get(name)) or len(files.get(name, [])) > 1:
+            raise SystemExit(f"--boxes {source}: '{name}' is ambiguous: images {candidates[:5]} under --input, "
+                             f"file names {files[name][:5]} in the boxes file; give file_name relative to --input")
+        if files.get(name):
+            matched[candidates[0]] = files[name][0]
+    return matched
+
+
+def read_boxes(path: Path | None, keys: list[str]) -> tuple[dict[str, int], dict[str, list]]:
+    """Image ids and person boxes ``[x, y, w, h, score]`` by image key (see ``match_file_names``)."""
+    ids = {key: i + 1 for i, key in enumerate(keys)}
     if path is None:
         return ids, {}
     data = json.loads(Path(path).read_text())
-    boxes: dict[str, list] = {}
+    by_file: dict[str, list] = {}
     if isinstance(data, dict) and "images" in data:
-        ids = {im["file_name"]: im["id"] for im in data["images"]}
-        names = {im["id"]: im["file_name"] for im in data["images"]}
+        names = {im["id"]: PurePosixPath(im["file_name"]).as_posix() for im in data["images"]}
         for ann in data.get("annotations", []):
-            if not ann.get("iscrowd", 0):
-                boxes.setdefault(names[ann["image_id"]], []).append([*ann["bbox"], ann.get("score", 1.0)])
+            if not ann.get("iscrowd", 0) and is_person(ann):
+                by_file.setdefault(names[ann["image_id"]], []).append([*ann["bbox"], ann.get("score", 1.0)])
+        matched = match_file_names(keys, names.values(), path)
+        missing = [key for key in keys if key not in matched]
+        if missing:
+            raise SystemExit(f"--boxes {path}: no image entry for {missing[:5]}")
+        file_ids = {name: i for i, name in names.items()}
+        ids = {key: file_ids[name] for key, name in matched.items()}
     elif isinstance(data, list):
         for k, det in enumerate(data):
             if "file_name" not in det or "bbox" not in det:
                 raise SystemExit(f"--boxes {path}: entry {k} needs 'file_name' and 'bbox' ([x, y, w, h])")
-            boxes.setdefault(Path(det["file_name"]).name, []).append([*det["bbox"], det.get("score", 1.0)])
+            if is_person(det):
+                by_file.setdefault(PurePosixPath(det["file_name"]).as_posix(), []).append(
+                    [*det["bbox"], det.get("score", 1.0)])
+        matched = match_file_names(keys, [det["file_name"] for det in data], path)
     else:
         raise SystemExit(f"--boxes {path}: expected a COCO json with 'images' or a list of detections")
-    missing = [p.name for p in images if p.name not in ids]
-    if missing:
-        raise SystemExit(f"--boxes {path}: no image entry for {missing[:5]}")
-    return ids, boxes
+    return ids, {key: by_file.get(name, []) for key, name in matched.items()}
 
 
 @torch.no_grad()
-def predict_pose(module, images: list[Path], out: Path, batch_size: int, boxes_file: Path | None) -> int:
-    ids, boxes = read_boxes(boxes_file, images)
+def predict_pose(module, images: dict[str, Path], out: Path, batch_size: int,
+                 boxes_file: Path | None) -> tuple[int, int]:
+    """Writes the results of every readable image; returns (people, unreadable images skipped)."""
+    ids, boxes = read_boxes(boxes_file, list(images))
     input_size = tuple(module.hparams.input_size)
     metainfo = module.metainfo
-    results, coco_images = [], []
+    results, coco_images, skipped = [], [], 0
     (out / "overlays").mkdir(exist_ok=True)
-    for path in tqdm(images, desc="predict", unit="image"):
-        image = read_image(str(path))
+    for key, path in tqdm(images.items(), desc="predict", unit="image"):
+        image = read_or_warn(path)
+        if image is None:
+            skipped += 1
+            continue
         height, width = image.shape[:2]
-        coco_images.append({"id": ids[path.name], "file_name": path.name, "height": height, "width": width})
-        people = boxes.get(path.name, []) if boxes_file else [[0, 0, width, height, 1.0]]
+        coco_images.append({"id": ids[key], "file_name": key, "height": height, "width": width})
+        people = boxes.get(key, []) if boxes_file else [[0, 0, width, height, 1.0]]
         overlay = image.copy()
         for start in range(0, len(people), batch_size):
             chunk = np.asarray(people[start:start + batch_size], dtype=np.float64)
@@ -182,17 +261,19 @@ def predict_pose(module, images: list[Path], out: Path, batch_size: int, boxes_f
             for k, matrix in enumerate(matrices):
                 points = affine.transform_points(coords[k], affine.invert(matrix))
                 flat = np.concatenate([points, scores[k][:, None]], axis=1).reshape(-1)
-                results.append({"image_id": ids[path.name], "category_id": 1, "keypoints": flat.round(2).tolist(),
+                results.append({"image_id": ids[key], "category_id": 1, "keypoints": flat.round(2).tolist(),
                                 "score": float(instance_scores[k]), "bbox": chunk[k, :4].round(2).tolist()})
                 overlay = draw_keypoints(overlay, points, scores[k] > DRAW_SCORE_THRESHOLD, metainfo.skeleton)
-        cv2.imwrite(str(out / "overlays" / f"{path.stem}.jpg"), overlay[..., ::-1])
+        overlay_file = out / "overlays" / f"{output_name(key)}.jpg"
+        overlay_file.parent.mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(overlay_file), overlay[..., ::-1])
     names = list(metainfo.keypoint_names)
     category = {"id": 1, "name": "person", "supercategory": "person", "keypoints": names,
                 "skeleton": [[a + 1, b + 1] for a, b in metainfo.skeleton]}
     (out / "keypoints.json").write_text(json.dumps(results))
     (out / "images.json").write_text(json.dumps({"images": coco_images, "annotations": [],
                                                  "categories": [category]}))
-    return len(results)
+    return len(results), skipped
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -210,11 +291,15 @@ def main(argv: list[str] | None = None) -> Path:
     images = list_images(Path(args.input))
     module, task = load_module(args.model, out, args.keypoints, args.device)
     if task == "pose":
-        count = predict_pose(module, images, out, args.batch_size, Path(args.boxes) if args.boxes else None)
-        print(f"{count} people in {len(images)} images -> {out / 'keypoints.json'}, overlays in {out / 'overlays'}")
+        count, skipped = predict_pose(module, images, out, args.batch_size, Path(args.boxes) if args.boxes else None)
+        done = (f"{count} people in {len(images) - skipped} images -> {out / 'keypoints.json'}, "
+                f"overlays in {out / 'overlays'}")
     else:
-        predict_dense(module, images, out, args.batch_size)
-        print(f"{task} maps of {len(images)} images -> {out}")
+        skipped = predict_dense(module, images, out, args.batch_size)
+        done = f"{task} maps of {len(images) - skipped} images -> {out}"
+    print(f"{done}; {skipped} unreadable images skipped")
+    if skipped == len(images):
+        raise SystemExit(f"--input: none of the {len(images)} images could be read")
     return out
 
 

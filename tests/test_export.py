@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import cv2
 import lightning as L
@@ -127,6 +128,113 @@ def test_predict_dense_from_a_checkpoint_writes_maps_at_image_size(seg_checkpoin
     height, width = cv2.imread(str(image)).shape[:2]
     assert labels.shape == (height, width) and labels.max() < 29
     assert cv2.imread(str(out / f"{image.stem}_overlay.png")).shape == (height, width, 3)
+
+
+def test_predict_pose_keys_images_by_relative_path(pose_run, tiny_coco, tmp_path):
+    """Same-named images in subfolders keep their own ids, results and overlays."""
+    images = tmp_path / "in"
+    for folder, source in [("a", "000000.jpg"), ("b", "000001.jpg")]:
+        (images / folder).mkdir(parents=True)
+        shutil.copy(tiny_coco / "val2017" / source, images / folder / "000000.jpg")
+    model = str(pose_run[0] / "export")
+    out = predict.main(["--model", model, "--input", str(images), "--out", str(tmp_path / "whole")])
+    coco_images = json.loads((out / "images.json").read_text())["images"]
+    assert sorted((im["file_name"], im["id"]) for im in coco_images) == [("a/000000.jpg", 1), ("b/000000.jpg", 2)]
+    assert sorted(r["image_id"] for r in json.loads((out / "keypoints.json").read_text())) == [1, 2]
+    assert (out / "overlays" / "a" / "000000.jpg").is_file() and (out / "overlays" / "b" / "000000.jpg").is_file()
+
+    # A detections list names images by their path relative to --input; non-person detections are left out.
+    box = {"bbox": [10, 20, 80, 160], "score": 0.9}
+    detections = [{"file_name": "a/000000.jpg", **box}, {"file_name": "b/000000.jpg", **box},
+                  {"file_name": "b/000000.jpg", **box}, {"file_name": "a/000000.jpg", "category_id": 2, **box}]
+    (tmp_path / "detections.json").write_text(json.dumps(detections))
+    out = predict.main(["--model", model, "--input", str(images), "--out", str(tmp_path / "listed"),
+                        "--boxes", str(tmp_path / "detections.json")])
+    ids = {im["file_name"]: im["id"] for im in json.loads((out / "images.json").read_text())["images"]}
+    per_image = [r["image_id"] for r in json.loads((out / "keypoints.json").read_text())]
+    assert [per_image.count(ids["a/000000.jpg"]), per_image.count(ids["b/000000.jpg"])] == [1, 2]
+
+
+def test_boxes_match_the_relative_path_then_a_unique_bare_name(tiny_coco):
+    gt_file = tiny_coco / "annotations" / "person_keypoints_val2017.json"
+    gt = json.loads(gt_file.read_text())
+    ids, boxes = predict.read_boxes(gt_file, ["c/000000.jpg", "d/000001.jpg"])  # gt names are bare
+    assert ids == {"c/000000.jpg": 1, "d/000001.jpg": 2}
+    assert boxes["d/000001.jpg"] == [[*a["bbox"], 1.0] for a in gt["annotations"] if a["image_id"] == 2]
+    with pytest.raises(SystemExit, match=r"'000000.jpg' is ambiguous: images \['a/000000.jpg', 'b/000000.jpg'\]"):
+        predict.read_boxes(gt_file, ["a/000000.jpg", "b/000000.jpg", "000001.jpg"])
+
+
+def test_predict_pose_boxes_keep_only_person_annotations(pose_run, tiny_coco, tmp_path):
+    gt_file = tiny_coco / "annotations" / "person_keypoints_val2017.json"
+    data = json.loads(gt_file.read_text())
+    people = len(data["annotations"])
+    data["categories"].append({"id": 2, "name": "bicycle", "supercategory": "vehicle"})
+    data["annotations"].append({"id": 100, "image_id": 1, "category_id": 2, "bbox": [5, 5, 50, 50], "area": 2500,
+                                "iscrowd": 0})
+    (tmp_path / "boxes.json").write_text(json.dumps(data))
+    out = predict.main(["--model", str(pose_run[0] / "export"), "--input", str(tiny_coco / "val2017"),
+                        "--out", str(tmp_path / "out"), "--boxes", str(tmp_path / "boxes.json")])
+    results = json.loads((out / "keypoints.json").read_text())
+    assert len(results) == people
+    assert all(r["bbox"] != [5, 5, 50, 50] for r in results)
+
+
+def test_predict_skips_unreadable_images(pose_run, tiny_coco, tmp_path, capsys):
+    images = tmp_path / "in"
+    images.mkdir()
+    shutil.copy(tiny_coco / "val2017" / "000000.jpg", images / "good.jpg")
+    (images / "bad.jpg").write_bytes(b"not an image")
+    raw = (tiny_coco / "val2017" / "000001.jpg").read_bytes()
+    (images / "truncated.jpg").write_bytes(raw[:len(raw) // 2])
+    model = str(pose_run[0] / "export")
+    out = predict.main(["--model", model, "--input", str(images), "--out", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert "bad.jpg" in captured.err and "truncated.jpg" in captured.err
+    assert captured.out.strip().splitlines()[-1].endswith("; 2 unreadable images skipped")
+    assert [im["file_name"] for im in json.loads((out / "images.json").read_text())["images"]] == ["good.jpg"]
+    assert len(json.loads((out / "keypoints.json").read_text())) == 1
+    with pytest.raises(SystemExit) as err:  # nothing readable: a non-zero exit
+        predict.main(["--model", model, "--input", str(images / "bad.jpg"), "--out", str(tmp_path / "none")])
+    assert "none of the 1 images could be read" in str(err.value.code)
+
+
+def test_predict_dense_keys_outputs_by_relative_path_and_skips_unreadable(seg_checkpoint, dense_root, tmp_path,
+                                                                         capsys):
+    sources = sorted((dense_root / "val" / "images").iterdir())[:2]
+    images = tmp_path / "in"
+    for folder, source in zip(["a", "b/c"], sources):
+        (images / folder).mkdir(parents=True)
+        shutil.copy(source, images / folder / "image.png")
+    (images / "a" / "broken.png").write_bytes(b"\x89PNG not really")
+    out = predict.main(["--model", str(seg_checkpoint), "--input", str(images), "--out", str(tmp_path / "out")])
+    for folder, source in zip(["a", "b/c"], sources):
+        labels = cv2.imread(str(out / folder / "image.png"), cv2.IMREAD_UNCHANGED)
+        assert labels.shape == cv2.imread(str(source)).shape[:2]
+    assert not (out / "a" / "broken.png").exists()
+    captured = capsys.readouterr()
+    assert "broken.png" in captured.err
+    assert captured.out.strip().splitlines()[-1] == f"seg maps of 2 images -> {out}; 1 unreadable images skipped"
+
+
+def test_predict_names_the_model_flag_for_a_missing_model(tiny_coco, tmp_path, monkeypatch):
+    args = ["--input", str(tiny_coco / "val2017"), "--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as err:
+        predict.main(["--model", str(tmp_path / "no_such_export"), *args])
+    message = str(err.value.code)
+    assert message.startswith(f"--model: '{tmp_path / 'no_such_export'}' does not exist")
+    assert "pretrained" not in message
+
+    import huggingface_hub
+
+    def offline(*args, **kwargs):
+        raise OSError("no connection")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(SystemExit) as err:
+        predict.main(["--model", "someone/missing-model", *args])
+    message = str(err.value.code)
+    assert "(OSError: no connection)" in message and "pass `--model DIR`" in message and "pretrained" not in message
 
 
 def test_unwarp_inverts_the_letterbox():

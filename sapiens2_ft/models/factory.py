@@ -109,7 +109,7 @@ def _resolve(pretrained: str) -> str:
     try:
         from huggingface_hub import snapshot_download
 
-        return snapshot_download(pretrained, allow_patterns=["*.json", "*.safetensors"])
+        return snapshot_download(pretrained, allow_patterns=["*.json", "*.safetensors", "*.yaml"])
     except Exception as err:  # offline, gated, unknown repo: all end the same way for the user
         raise PretrainedNotFoundError(
             f"could not fetch '{pretrained}' from the Hugging Face Hub ({type(err).__name__}: {err}).\n"
