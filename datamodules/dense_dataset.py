@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import Dataset
 
 from datamodules import dense_files as files
-from datamodules.loaders import replace_bad_samples, sample_rng
+from datamodules.loaders import is_padding, replace_bad_samples, sample_rng
 from datamodules.dense_files import DenseSample
 from datamodules.dense_transforms import CANONICAL_FOCAL, DenseAugment, DenseTransform, canonical_pointmap
 from datamodules.pose_dataset import read_image
@@ -116,9 +116,11 @@ class DenseDataset(Dataset):
         return {**to_item(data, self.task, self.canonical_focal), "name": sample.name}
 
     def __getitem__(self, key) -> dict:
-        """``key``: an index, or ``(index, epoch_seed)`` from the training sampler."""
+        """``key``: an index, ``(index, epoch_seed)`` from the training sampler, or a validation
+        :class:`~datamodules.loaders.PaddingKey` (the item says ``padding: True``; metrics skip it)."""
         index, rng = sample_rng(key)
         if rng is None and self.augment is not None:
             rng = self.rng()
-        return replace_bad_samples(lambda i: self.item(i, rng if self.augment is not None else None), index,
+        item = replace_bad_samples(lambda i: self.item(i, rng if self.augment is not None else None), index,
                                    len(self), self.on_bad_sample)
+        return {**item, "padding": is_padding(key)}

@@ -3,18 +3,21 @@
 The training sampler draws epoch ``e``'s order from ``seed`` and ``e`` alone and hands each index out
 with a per-sample seed, so a sample's augmentation depends on (seed, epoch, index) and not on which
 worker or process draws it. With several processes each takes every ``world_size``-th index of that
-order (the trainer runs with ``use_distributed_sampler=False``; validation loaders get a plain
-``DistributedSampler``). A run resumed from a checkpoint in the middle of an epoch skips the batches
+order (the trainer runs with ``use_distributed_sampler=False``). Validation is split the same way without
+shuffling (``ValShardSampler``); the repeats that even out the processes' batch counts are marked so
+metrics leave them out. A run resumed from a checkpoint in the middle of an epoch skips the batches
 already trained (``skip``) and sees exactly the batches an uninterrupted run would.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 
 class EpochSeededSampler(Sampler):
@@ -50,9 +53,38 @@ class EpochSeededSampler(Sampler):
             yield index, epoch_seed
 
 
+@dataclass(frozen=True)
+class PaddingKey:
+    """A validation sample repeated so that every process runs the same number of batches (a sharded
+    model needs all of them in every forward); items loaded with it say ``padding: True``."""
+
+    index: int
+
+
+class ValShardSampler(Sampler):
+    """Validation order split over processes: process ``rank`` takes positions ``rank, rank + world_size,
+    ...``; the last round is filled up with :class:`PaddingKey` repeats of the first samples."""
+
+    def __init__(self, num_samples: int, rank: int, world_size: int):
+        self.num_samples, self.rank, self.world_size = num_samples, rank, world_size
+
+    def __len__(self) -> int:
+        return math.ceil(self.num_samples / self.world_size)
+
+    def __iter__(self) -> Iterator:
+        for position in range(self.rank, len(self) * self.world_size, self.world_size):
+            yield position if position < self.num_samples else PaddingKey(position - self.num_samples)
+
+
+def is_padding(key) -> bool:
+    return isinstance(key, PaddingKey)
+
+
 def sample_rng(key) -> tuple[int, np.random.Generator | None]:
     """Dataset key -> (index, generator): ``(index, epoch_seed)`` from the training sampler gives a
-    generator of its own; a plain index (validation) none."""
+    generator of its own; a plain index or a :class:`PaddingKey` (validation) none."""
+    if isinstance(key, PaddingKey):
+        return key.index, None
     if isinstance(key, (tuple, list)):
         index, epoch_seed = int(key[0]), int(key[1])
         return index, np.random.default_rng([epoch_seed, index])
@@ -88,13 +120,13 @@ def _process() -> tuple[int, int]:
 def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: int, pin_memory: bool,
                 persistent_workers: bool, seed: int | None = None) -> DataLoader:
     """Training loaders shuffle (``EpochSeededSampler``) and drop the last partial batch; validation loaders
-    are split over processes (``DistributedSampler``, no shuffle); pinning only where a GPU is present.
+    are split over processes (``ValShardSampler``, no shuffle); pinning only where a GPU is present.
     ``seed`` defaults to torch's initial seed (set by ``seed_everything``)."""
     rank, world = _process()
     if shuffle:
         sampler = EpochSeededSampler(len(dataset), torch.initial_seed() if seed is None else seed, rank, world)
     else:
-        sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False) if world > 1 else None
+        sampler = ValShardSampler(len(dataset), rank, world) if world > 1 else None
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=shuffle,
                       num_workers=num_workers, pin_memory=pin_memory and torch.cuda.is_available(),
                       persistent_workers=persistent_workers and num_workers > 0)

@@ -233,3 +233,14 @@ def test_epoch_seeded_sampler_orders_shards_and_skips():
     (_, key_a), (_, key_b) = list(EpochSeededSampler(10, seed=3))[:2]
     assert sample_rng((5, key_a))[1].random() == sample_rng((5, key_b))[1].random()  # same sample, same draws
     assert sample_rng((5, key_a))[1].random() != sample_rng((6, key_a))[1].random()
+
+
+def test_validation_shards_cover_every_sample_once_and_mark_the_repeats(dense_root):
+    from datamodules.loaders import PaddingKey, ValShardSampler
+
+    shards = [list(ValShardSampler(5, rank, 3)) for rank in range(3)]
+    assert shards == [[0, 3], [1, 4], [2, PaddingKey(0)]]  # same length everywhere; the filler is marked
+    dataset = DenseDataset(list_samples(dense_root, "val", "seg")[0], "seg", SIZE, 29)
+    real, repeat = dataset[0], dataset[PaddingKey(0)]
+    assert not real["padding"] and repeat["padding"] and repeat["name"] == real["name"]
+    assert torch.equal(torch.as_tensor(repeat["labels"]), torch.as_tensor(real["labels"]))

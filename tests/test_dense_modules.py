@@ -124,3 +124,21 @@ def test_scale_branch_too_small_input_is_a_clear_error():
 def test_unknown_loss_weight_names_are_a_clear_error(module):
     with pytest.raises(ValueError, match=r"model.loss_weights: unknown names \['nope'\]"):
         module(size="tiny", loss_weights={"nope": 1.0})
+
+
+def test_validation_leaves_out_the_repeats_that_pad_the_last_batch(dense_root):
+    torch.manual_seed(0)
+    module = SegmentationModule(size="tiny", input_size=SIZE).eval()
+    module.configure_model()
+    batch = _batch(dense_root, "seg", "val")  # the two val samples
+    assert not batch["padding"].any()
+    padded = {k: torch.cat([v, v[:1]]) if isinstance(v, torch.Tensor) else v + v[:1] for k, v in batch.items()}
+    padded["padding"] = torch.tensor([False, False, True])  # as a ValShardSampler repeat arrives
+    scores = []
+    for b in (batch, padded):
+        module.on_validation_epoch_start()
+        with torch.no_grad():
+            module.validation_step(b, 0)
+        scores.append(module.val_metrics.compute()["mIoU"])
+    assert torch.equal(scores[0], scores[1])
+    assert module.val_metrics.confmat.sum() == 2 * SIZE[0] * SIZE[1] - (batch["labels"] == 255).sum()

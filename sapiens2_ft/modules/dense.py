@@ -41,6 +41,13 @@ def first_samples(batch: dict, count: int) -> dict:
             for k, v in batch.items()}
 
 
+def select_samples(batch: dict, keep: torch.Tensor) -> dict:
+    """The samples of a batch dict where the boolean ``keep`` is True (tensors and lists of batch length)."""
+    n, index = len(keep), keep.nonzero().flatten().tolist()
+    return {k: v[keep] if isinstance(v, torch.Tensor) and v.ndim and len(v) == n
+            else [v[i] for i in index] if isinstance(v, list) and len(v) == n else v for k, v in batch.items()}
+
+
 def image_rgb(batch: dict, i: int) -> np.ndarray:
     """Sample ``i``'s uint8 (3, H, W) input image as RGB HxWx3."""
     return batch["image"][i].permute(1, 2, 0).cpu().numpy()
@@ -103,7 +110,12 @@ class DenseTaskModule(L.LightningModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         _, outputs = self._step(batch, "val")
-        self.update_metrics(outputs, batch)
+        # Repeats that even out the processes' batch counts (loaders.ValShardSampler) are not scored.
+        if "padding" in batch and batch["padding"].any():
+            keep = ~batch["padding"]
+            batch, outputs = select_samples(batch, keep), select_samples(outputs, keep)
+        if len(batch["name"]):
+            self.update_metrics(outputs, batch)
         for i, name in enumerate(batch["name"]):
             if len(self._saved) >= NUM_SAVED_PREDICTIONS:
                 break
