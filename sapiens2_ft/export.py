@@ -44,6 +44,8 @@ def preprocessor_config(task: str, image_size, heatmap_sigma: float | None = Non
         "image_mean": [round(m / 255, 6) for m in IMAGE_MEAN],
         "image_std": [round(s / 255, 6) for s in IMAGE_STD],
         "do_reduce_labels": False,
+        # Letterbox as in training where transformers' post-processing removes the padding again (normal,
+        # pointmap); its seg and matting post-processing expect a stretched input.
         "do_pad": task in ("normal", "pointmap"),
     }
     if task == "pose":
