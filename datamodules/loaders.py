@@ -91,23 +91,31 @@ def sample_rng(key) -> tuple[int, np.random.Generator | None]:
     return int(key), None
 
 
+MAX_REPLACEMENTS = 16  # unreadable samples in a row replaced before loading gives up
+
+
 def replace_bad_samples(load: Callable[[int], dict], index: int, length: int, on_bad_sample: str) -> dict:
     """``load(index)``; under ``on_bad_sample="skip"`` a sample raising DataError is replaced by the next
-    readable one, and the item says how many were replaced (``bad_samples_replaced``, summed per run)."""
+    readable one, and the item says how many were replaced (``bad_samples_replaced``, summed per run).
+    After ``MAX_REPLACEMENTS`` unreadable samples in a row the data is taken to be gone (an unmounted
+    volume, say) and the error is raised instead of trying every file."""
     from datamodules.coco_keypoints import DataError
     from lightning.pytorch.utilities import rank_zero_warn
 
-    for attempt in range(length):
+    attempts = min(length, MAX_REPLACEMENTS + 1)
+    for attempt in range(attempts):
         try:
             item = load((index + attempt) % length)
         except DataError as err:
             if on_bad_sample != "skip":
                 raise
             rank_zero_warn(f"skipping bad sample: {err}")
+            last_error = err
             continue
         item["bad_samples_replaced"] = attempt
         return item
-    raise DataError(f"every one of the {length} samples is unusable")
+    raise DataError(f"{attempts} samples in a row are unusable (from index {index}); is the data still there? "
+                    f"last: {last_error}")
 
 
 def _process() -> tuple[int, int]:

@@ -244,3 +244,21 @@ def test_validation_shards_cover_every_sample_once_and_mark_the_repeats(dense_ro
     real, repeat = dataset[0], dataset[PaddingKey(0)]
     assert not real["padding"] and repeat["padding"] and repeat["name"] == real["name"]
     assert torch.equal(torch.as_tensor(repeat["labels"]), torch.as_tensor(real["labels"]))
+
+
+def test_replacing_bad_samples_gives_up_when_the_data_is_gone():
+    from datamodules.loaders import MAX_REPLACEMENTS, replace_bad_samples
+
+    calls = []
+
+    def load(i):
+        calls.append(i)
+        if i != 3:
+            raise DataError(f"cannot read sample {i}")
+        return {"index": i}
+
+    assert replace_bad_samples(load, 1, 1000, "skip") == {"index": 3, "bad_samples_replaced": 2}
+    calls.clear()
+    with pytest.raises(DataError, match="17 samples in a row are unusable .* last: cannot read sample -20"):
+        replace_bad_samples(lambda i: load(-i), 4, 1000, "skip")
+    assert len(calls) == MAX_REPLACEMENTS + 1  # not all 1000
