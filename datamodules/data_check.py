@@ -111,8 +111,8 @@ def _check_images(data: dict, ann_file: Path, images_dir: Path, report: DataRepo
             height, width = pixels.shape[:2]
             stated = (image.get("width"), image.get("height"))
             if stated != (None, None) and stated != (width, height):
-                report.add(path, where, "width/height",
-                           f"json says {stated[0]}x{stated[1]}, the file is {width}x{height}")
+                said = "x".join("?" if v is None else str(v) for v in stated)
+                report.add(path, where, "width/height", f"json says {said}, the file is {width}x{height}")
     return images
 
 
@@ -185,7 +185,10 @@ def check_coco(ann_file: Path, images_dir: Path, metainfo: KeypointMetainfo, rep
                    "COCO keypoints files need the lists 'images', 'annotations' and 'categories'")
         return
     categories = set()
-    for category in data["categories"]:
+    for k, category in enumerate(data["categories"]):
+        if not isinstance(category, dict):
+            report.add(ann_file, f"categories[{k}]", "category", f"an object with 'id', got {category!r}")
+            continue
         categories.add(category.get("id"))
         names = category.get("keypoints")
         if isinstance(names, list) and len(names) != metainfo.num_keypoints:

@@ -55,6 +55,10 @@ POSE_DEFECTS = {
     "visibility flag 3": (lambda r: edit_json(r / TRAIN_ANN,
                                               lambda d: d["annotations"][2]["keypoints"].__setitem__(2, 3)),
                           TRAIN_ANN, "annotation 3", "keypoints", "visibility flags in {0, 1, 2}, got [3]"),
+    "image size half stated": (lambda r: edit_json(r / TRAIN_ANN, lambda d: d["images"][0].pop("height")),
+                               "train2017/000000.jpg", "image 1", "width/height", "json says 192x?, the file is"),
+    "category not an object": (lambda r: edit_json(r / TRAIN_ANN, lambda d: d["categories"].append("person")),
+                               TRAIN_ANN, "categories[1]", "category", "an object with 'id', got 'person'"),
 }
 
 
