@@ -48,16 +48,23 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 def swap_in_directory(partial: Path, path: Path) -> None:
-    """Replace directory ``path`` by the complete directory ``partial`` (``path.old`` exists in between)."""
+    """Replace ``path`` (a directory, or a file from an earlier single-file run) by the complete directory
+    ``partial``. At every moment ``path`` or ``path.old`` holds a whole checkpoint: when an earlier crash
+    left only ``path.old``, it stays until ``partial`` has become ``path``."""
     old = path.with_name(path.name + ".old")
-    if old.exists():
-        shutil.rmtree(old)
     if path.exists():
+        _remove(old)  # stale: path is the good one
         os.replace(path, old)
     os.replace(partial, path)
     _fsync_dir(path.parent)
-    if old.exists():
-        shutil.rmtree(old)
+    _remove(old)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
 
 
 def last_good(path: Path) -> Path | None:

@@ -6,6 +6,7 @@ the epoch and the sample)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,3 +89,28 @@ def test_distributed_checkpoint_swap_and_the_fallback_a_crash_leaves(tmp_path):
     last.rename(checkpoints / "last.ckpt.old")  # a crash between the two renames of the next swap
     assert last_good(last) == checkpoints / "last.ckpt.old"
     assert resolve_resume("auto", str(tmp_path / "run"), "any") == (checkpoints / "last.ckpt.old", tmp_path / "run")
+
+    # The resumed run's next save: the .old checkpoint, the only whole one, stays until the new one is in place.
+    partial.mkdir()
+    (partial / "step").write_text("8")
+    removed = []
+    real_replace = os.replace
+
+    def replace_and_check(source, target):
+        assert (checkpoints / "last.ckpt.old" / "step").exists() or last.exists()  # never nothing to resume
+        removed.append(Path(target).name)
+        real_replace(source, target)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "replace", replace_and_check)
+        swap_in_directory(partial, last)
+    assert removed == ["last.ckpt"] and (last / "step").read_text() == "8"
+    assert not (checkpoints / "last.ckpt.old").exists()
+
+    # A single-file last.ckpt (an earlier DDP run, now resumed under FSDP2) is replaced as well.
+    shutil.rmtree(last)
+    last.write_bytes(b"single file")
+    partial.mkdir()
+    (partial / "step").write_text("10")
+    swap_in_directory(partial, last)
+    assert (last / "step").read_text() == "10" and not (checkpoints / "last.ckpt.old").exists()
