@@ -45,6 +45,17 @@ def _all_finite(tensors: list[torch.Tensor]) -> torch.Tensor:
     return torch.stack([t.isfinite().all() for t in local]).all()
 
 
+def _culprit_ids(trainer: L.Trainer, loss_ok: bool, ids: list) -> list:
+    """The sample ids to report, from every rank (all take part: they agreed the step is non-finite): those
+    of the ranks whose own loss was non-finite, else (gradients are shared) those of all ranks."""
+    if trainer.world_size == 1 or not torch.distributed.is_initialized():
+        return ids
+    gathered: list = [None] * trainer.world_size
+    torch.distributed.all_gather_object(gathered, (loss_ok, ids))
+    culprits = [rank_ids for ok, rank_ids in gathered if not ok] or [rank_ids for _, rank_ids in gathered]
+    return [i for rank_ids in culprits for i in rank_ids]
+
+
 class NonFiniteGuard(L.Callback):
     """Checks the loss and every gradient before each optimiser step (one device sync), agreed by all ranks."""
 
@@ -63,9 +74,11 @@ class NonFiniteGuard(L.Callback):
         self._losses.append(loss.detach())
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
-        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         loss_ok = _all_finite(self._losses)
-        grads_ok = _all_finite(grads)
+        if getattr(trainer.precision_plugin, "scaler", None) is not None:
+            grads_ok = torch.tensor(True)  # fp16 GradScaler: overflowing gradients are its to skip and rescale
+        else:
+            grads_ok = _all_finite([p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None])
         bad = not bool(loss_ok & grads_ok.to(loss_ok.device))
         bad = trainer.strategy.reduce_boolean_decision(bad, all=False)  # any rank: every rank skips
         losses, ids = self._losses, self._ids
@@ -76,6 +89,7 @@ class NonFiniteGuard(L.Callback):
         self.skipped += 1
         self.consecutive += 1
         what = "loss" if not bool(loss_ok) else "gradients" if not bool(grads_ok) else "values on another rank"
+        ids = _culprit_ids(trainer, bool(loss_ok), ids)
         loss_text = ", ".join(f"{v.item():.4g}" for v in losses[-4:])
         report = (f"step {trainer.global_step}: non-finite {what} (loss {loss_text}); samples of the batch: "
                   f"{ids[:16]}{' ...' if len(ids) > 16 else ''}")
