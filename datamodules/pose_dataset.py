@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import Dataset
 
 from datamodules.coco_keypoints import DataError, PoseInstance
-from datamodules.loaders import replace_bad_samples, sample_rng
+from datamodules.loaders import is_padding, replace_bad_samples, sample_rng
 from datamodules.transforms import affine
 from datamodules.transforms.photometric import photometric_pipeline
 from datamodules.transforms.topdown import TopdownAugment, half_body_box, random_box
@@ -88,12 +88,14 @@ class TopdownPoseDataset(Dataset):
         return matrix, flip
 
     def __getitem__(self, key) -> dict:
-        """``key``: an index, or ``(index, epoch_seed)`` from the training sampler. Under
+        """``key``: an index, ``(index, epoch_seed)`` from the training sampler, or a validation
+        :class:`~datamodules.loaders.PaddingKey` (the item says ``padding: True``; metrics skip it). Under
         ``on_bad_sample="skip"`` an unreadable sample is replaced by the next one (``bad_samples_replaced``)."""
         index, rng = sample_rng(key)
         if rng is None and self.augment:
             rng = self.rng()
-        return replace_bad_samples(lambda i: self.item(i, rng), index, len(self), self.on_bad_sample)
+        item = replace_bad_samples(lambda i: self.item(i, rng), index, len(self), self.on_bad_sample)
+        return {**item, "padding": is_padding(key)}
 
     def item(self, index: int, rng: np.random.Generator | None) -> dict:
         inst = self.instances[index]

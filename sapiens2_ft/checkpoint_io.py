@@ -36,6 +36,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 self._write(checkpoint, f)
                 f.flush()
                 os.fsync(f.fileno())
+            if path.is_dir():  # a sharded checkpoint of an earlier run with another strategy
+                _remove(path)
             os.replace(temporary, path)
             _fsync_dir(path.parent)
         finally:

@@ -114,9 +114,10 @@ def task_of(argv: list[str]) -> str:
 
 
 def default_precision(accelerator) -> str:
-    """bf16-mixed where the run trains on a GPU that has bf16, else full fp32 (CPU runs, older GPUs)."""
+    """bf16-mixed where the run trains on a GPU, else full fp32. The GPU's bf16 support is not probed:
+    that would start CUDA in the launching process, before Lightning forks or starts the ranks."""
     on_gpu = str(accelerator) in ("auto", "gpu", "cuda") and torch.cuda.is_available()
-    return "bf16-mixed" if on_gpu and torch.cuda.is_bf16_supported() else "32-true"
+    return "bf16-mixed" if on_gpu else "32-true"
 
 
 class SaveRecipe(SaveConfigCallback):

@@ -22,8 +22,10 @@ def run_name(config_files: list) -> str:
     if not config_files:
         return "run"
     first = Path(str(config_files[0]))
-    if first.name == "config.yaml" and (first.parent / "checkpoints").is_dir():
-        return first.parent.parent.name  # runs/<name>/<stamp>/config.yaml
+    run = first.parent
+    if first.name == "config.yaml" and (run / "checkpoints").is_dir():
+        # runs/<name>/<stamp>/config.yaml; a run elsewhere (--run_dir DIR) lends its own name
+        return run.parent.name if run.parent.parent.name == "runs" else run.name
     return first.stem
 
 

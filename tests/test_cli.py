@@ -101,6 +101,9 @@ def test_runs_are_named_after_the_recipe_and_the_task_read_from_any_config_form(
     (saved / "checkpoints").mkdir(parents=True)
     (saved / "config.yaml").write_text("task: seg\n")
     assert run_name([saved / "config.yaml"]) == "seg_custom"  # a rerun of a run's saved recipe
+    elsewhere = tmp_path / "experiments" / "exp1"  # a run made with --run_dir experiments/exp1
+    (elsewhere / "checkpoints").mkdir(parents=True)
+    assert run_name([elsewhere / "config.yaml"]) == "exp1"
     assert run_name([]) == "run"
     assert task_of(["--config", str(saved / "config.yaml")]) == task_of([f"--config={saved / 'config.yaml'}"]) == "seg"
 

@@ -114,3 +114,12 @@ def test_distributed_checkpoint_swap_and_the_fallback_a_crash_leaves(tmp_path):
     (partial / "step").write_text("10")
     swap_in_directory(partial, last)
     assert (last / "step").read_text() == "10" and not (checkpoints / "last.ckpt.old").exists()
+
+
+def test_a_single_file_checkpoint_replaces_a_sharded_one(tmp_path):
+    from sapiens2_ft.checkpoint_io import AtomicCheckpointIO
+
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    (last / "shards").mkdir(parents=True)  # from an earlier FSDP2 run, now continued without sharding
+    AtomicCheckpointIO().save_checkpoint({"global_step": 5}, last)
+    assert last.is_file() and torch.load(last, weights_only=True) == {"global_step": 5}

@@ -240,3 +240,20 @@ def test_jpeg_with_data_after_the_end_marker_still_loads(small_coco):
     np.testing.assert_array_equal(read_image(str(path)), before)
     with pytest.raises(DataError, match="absent.jpg"):
         read_image(str(small_coco / "absent.jpg"))
+
+
+def test_pose_validation_leaves_out_the_repeats_that_pad_the_last_batch(coco_dm, tiny_pose308_dir):
+    from datamodules.loaders import PaddingKey
+    from sapiens2_ft.metrics.coco_keypoints import CocoKeypointAP
+    from sapiens2_ft.modules.pose import PoseModule
+
+    assert not coco_dm.val_set[0]["padding"] and coco_dm.val_set[PaddingKey(0)]["padding"]
+    module = PoseModule(pretrained=str(tiny_pose308_dir), keypoints="coco17", input_size=(256, 192)).eval()
+    module.configure_model()
+    module.val_ap = CocoKeypointAP(coco_dm.val_annotation_file, module.metainfo.sigmas)
+    batch = next(iter(coco_dm.val_dataloader()))
+    padded = {k: torch.cat([v, v[:1]]) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+    padded["padding"] = torch.tensor([False] * len(batch["image"]) + [True])  # as a ValShardSampler repeat
+    with torch.no_grad():
+        module.validation_step(padded, 0)
+    assert torch.equal(torch.cat(module.val_ap.image_ids), batch["image_id"])  # the repeat was not scored

@@ -90,7 +90,9 @@ class NonFiniteGuard(L.Callback):
         self.consecutive += 1
         what = "loss" if not bool(loss_ok) else "gradients" if not bool(grads_ok) else "values on another rank"
         ids = _culprit_ids(trainer, bool(loss_ok), ids)
-        loss_text = ", ".join(f"{v.item():.4g}" for v in losses[-4:])
+        scaler = getattr(trainer.precision_plugin, "scaler", None)
+        scale = scaler.get_scale() if scaler is not None else 1.0  # the hook sees the scaled fp16 loss
+        loss_text = ", ".join(f"{v.item() / scale:.4g}" for v in losses[-4:])
         report = (f"step {trainer.global_step}: non-finite {what} (loss {loss_text}); samples of the batch: "
                   f"{ids[:16]}{' ...' if len(ids) > 16 else ''}")
         if len(self.events) < 20:

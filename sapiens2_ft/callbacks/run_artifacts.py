@@ -37,7 +37,10 @@ class RunArtifacts(L.Callback):
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
         if not trainer.sanity_checking and "bad_samples_replaced" in batch:
-            self.replaced["val"] += int(batch["bad_samples_replaced"].sum())
+            replaced = batch["bad_samples_replaced"]
+            if "padding" in batch:  # a repeat of a sample counted where it first came
+                replaced = replaced[~batch["padding"]]
+            self.replaced["val"] += int(replaced.sum())
 
     def state_dict(self) -> dict:
         return {"replaced": dict(self.replaced)}

@@ -11,7 +11,9 @@ class StepCheckpoint(L.Callback):
     """Writes the full training state to ``path`` at every ``every_n_steps``-th optimiser step.
 
     Steps that end in a validation are left to the validation-time checkpoint, which holds that
-    validation's results too, so ``last.ckpt`` is never written twice for one step. A checkpoint taken
+    validation's results too, so ``last.ckpt`` is not written twice for one step (except with gradient
+    accumulation and a ``val_check_interval`` that is not a multiple of it: a validation in the middle
+    of an accumulation writes the step again; harmless, only slower). A checkpoint taken
     here resumes at the next batch (see :class:`ResumeDataPosition`).
     """
 

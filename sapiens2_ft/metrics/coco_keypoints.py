@@ -49,8 +49,8 @@ class CocoKeypointAP(Metric):
     ``compute`` gathers them from every process (list states, ``cat`` reduction),
     then, as MMPose's ``CocoMetric`` does:
 
-    1. drops exact duplicate rows (e.g. samples repeated by ``DistributedSampler``
-       padding) and sorts rows canonically, so the result does not depend on the
+    1. drops exact duplicate rows (a sample scored twice, e.g. by a caller that does not leave out the
+       validation repeats of ``ValShardSampler``) and sorts rows canonically, so the result does not depend on the
        number of processes or the gather order;
     2. rescores each instance: ``box_score * mean(keypoint scores > keypoint_score_threshold)``
        (0 when no keypoint score is above the threshold);

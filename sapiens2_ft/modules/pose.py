@@ -140,7 +140,11 @@ class PoseModule(L.LightningModule):
         self.log("val/loss", self._loss(heatmaps, batch), batch_size=len(coords), sync_dist=True)
         affine = batch["inverse_affine"].to(coords.dtype)  # crop px -> image px, (B, 2, 3)
         image_coords = coords @ affine[:, :, :2].transpose(1, 2) + affine[:, None, :, 2]
-        self.val_ap.update(batch["image_id"], image_coords, scores, batch["box_score"], batch["area"])
+        # Repeats that even out the processes' batch counts (loaders.ValShardSampler) are not scored.
+        keep = ~batch["padding"] if "padding" in batch else torch.ones(len(coords), dtype=torch.bool, device=coords.device)
+        if keep.any():
+            self.val_ap.update(*(v[keep] for v in (batch["image_id"], image_coords, scores, batch["box_score"],
+                                                   batch["area"])))
         if batch_idx == 0:
             n = MAX_PANEL_SAMPLES
             self._panel_samples = {"image": batch["image"][:n].cpu(), "keypoints": batch["keypoints"][:n].cpu(),
