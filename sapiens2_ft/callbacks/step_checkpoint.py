@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import lightning as L
+from lightning.pytorch.utilities import rank_zero_info
 
 
 class StepCheckpoint(L.Callback):
@@ -35,6 +36,7 @@ class StepCheckpoint(L.Callback):
         if trainer.strategy.broadcast(_validation_runs_now(trainer)):
             return
         trainer.save_checkpoint(self.path)
+        rank_zero_info(f"step {step}: {self.path.name} written (checkpoint_every_n_steps: {self.every_n_steps})")
 
 
 def _validation_runs_now(trainer: L.Trainer) -> bool:
