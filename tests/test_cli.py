@@ -132,3 +132,13 @@ def test_configs_may_instantiate_only_allowed_classes(tmp_path, monkeypatch):
 
     monkeypatch.setenv("SAPIENS2_FT_ALLOW_CLASSES", "faults.")
     check_class_paths({"trainer": {"callbacks": [{"class_path": "faults.CrashAtStep"}]}})  # allowed now
+
+
+def test_precision_default_follows_the_accelerator(monkeypatch):
+    from sapiens2_ft.cli import default_precision
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert default_precision("auto") == default_precision("gpu") == "bf16-mixed"
+    assert default_precision("cpu") == "32-true"  # the demos on a GPU machine still train on the CPU in fp32
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert default_precision("auto") == "32-true"

@@ -75,7 +75,8 @@ class NonFiniteGuard(L.Callback):
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
         loss_ok = _all_finite(self._losses)
-        if getattr(trainer.precision_plugin, "scaler", None) is not None:
+        scaler = getattr(trainer.precision_plugin, "scaler", None)
+        if scaler is not None:
             grads_ok = torch.tensor(True)  # fp16 GradScaler: overflowing gradients are its to skip and rescale
         else:
             grads_ok = _all_finite([p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None])
@@ -90,7 +91,6 @@ class NonFiniteGuard(L.Callback):
         self.consecutive += 1
         what = "loss" if not bool(loss_ok) else "gradients" if not bool(grads_ok) else "values on another rank"
         ids = _culprit_ids(trainer, bool(loss_ok), ids)
-        scaler = getattr(trainer.precision_plugin, "scaler", None)
         scale = scaler.get_scale() if scaler is not None else 1.0  # the hook sees the scaled fp16 loss
         loss_text = ", ".join(f"{v.item() / scale:.4g}" for v in losses[-4:])
         report = (f"step {trainer.global_step}: non-finite {what} (loss {loss_text}); samples of the batch: "

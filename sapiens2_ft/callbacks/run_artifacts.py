@@ -67,7 +67,8 @@ class RunArtifacts(L.Callback):
         monitor = pl_module.monitor[0]
         last = self.run_dir / LAST_CHECKPOINT
         last = str(last) if last.exists() else None
-        best, best_score = (checkpoint.best_model_path, _plain(checkpoint.best_model_score)) if checkpoint else ("", None)
+        best, best_score = ("", None) if checkpoint is None else (
+            checkpoint.best_model_path, _plain(checkpoint.best_model_score))
         if not best:  # no validation during fit (a run shorter than val_check_interval): the final weights
             best, best_score = last, metrics.get(monitor.removeprefix("val/"))
         summary = {

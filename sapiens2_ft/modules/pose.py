@@ -141,7 +141,8 @@ class PoseModule(L.LightningModule):
         affine = batch["inverse_affine"].to(coords.dtype)  # crop px -> image px, (B, 2, 3)
         image_coords = coords @ affine[:, :, :2].transpose(1, 2) + affine[:, None, :, 2]
         # Repeats that even out the processes' batch counts (loaders.ValShardSampler) are not scored.
-        keep = ~batch["padding"] if "padding" in batch else torch.ones(len(coords), dtype=torch.bool, device=coords.device)
+        keep = (~batch["padding"] if "padding" in batch
+                else torch.ones(len(coords), dtype=torch.bool, device=coords.device))
         if keep.any():
             self.val_ap.update(*(v[keep] for v in (batch["image_id"], image_coords, scores, batch["box_score"],
                                                    batch["area"])))
