@@ -15,7 +15,8 @@ class OptimConfig:
 
     Args:
         lr: Peak learning rate (upstream: 5e-4; 1e-4 for 5B pose/normal/pointmap).
-        weight_decay: AdamW decay; never applied to 1-D params, biases or embedding tokens.
+        weight_decay: AdamW decay; never applied to 1-D params, biases or position embeddings (upstream's
+            rule: the cls, register and mask tokens are decayed).
         betas: AdamW betas.
         layer_decay: Layer-wise lr decay: head and final norm x1, block i x rate^(L-i),
             embeddings x rate^(L+1). 1.0 disables it (upstream: 0.8/0.85/0.9/0.94 for 0.4b/0.8b/1b/5b).
@@ -34,7 +35,7 @@ class OptimConfig:
     fused: bool = True
 
 
-_NO_DECAY = re.compile(r"(^|\.)(bias|cls_token|register_tokens|mask_token|pos_embed\w*)$")
+_NO_DECAY = re.compile(r"(^|\.)bias$|pos_embed")
 _BLOCK = re.compile(r"\.layer\.(\d+)\.")
 
 

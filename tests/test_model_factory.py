@@ -9,7 +9,7 @@ from safetensors.torch import load_file
 from transformers import Sapiens2Config, Sapiens2ForPoseEstimation, Sapiens2Model
 
 from sapiens2_ft.models import presets
-from sapiens2_ft.models.factory import SAPIENS2_308_ROWS, PretrainedNotFoundError, build_model
+from sapiens2_ft.models.factory import OUTPUT_CHANNELS, SAPIENS2_308_ROWS, PretrainedNotFoundError, build_model
 
 INPUT = (256, 192)
 
@@ -198,3 +198,35 @@ def test_backbone_preset_parameter_counts(size):
     count = sum(p.numel() for p in model.parameters()) / 1e9
     assert count == pytest.approx(EXPECTED_BILLIONS[size], rel=0.01)
     assert presets.size_of(model.config.hidden_size, model.config.num_hidden_layers) == size
+
+
+# Head layouts of the upstream configs (facebookresearch/sapiens2 @ 3098c14: pose/configs/keypoints308/*,
+# dense/configs/{seg,normal,pointmap}/*), retyped: (upsample channels, conv channels, scale-branch convs, kernel).
+UPSTREAM_HEADS = {
+    ("pose", "0.4b"): ([1024, 768], [512, 512, 256], None, None),
+    ("pose", "0.8b"): ([1024, 768], [512, 512, 256], None, None),
+    ("pose", "1b"): ([1536, 1024], [768, 512, 256], None, None),
+    ("pose", "5b"): ([1024, 768], [512, 512, 256], None, None),
+    **{("seg", s): ([512, 256, 128, 64], [64, 64], None, None) for s in ("0.4b", "0.8b", "1b", "5b")},
+    **{("normal", s): ([768, 512, 256, 128], [64, 32, 16], None, None) for s in ("0.4b", "0.8b", "1b")},
+    ("normal", "5b"): ([1536, 768, 512, 256], [128, 64, 32], None, None),
+    **{("pointmap", s): ([1536, 768, 512, 256], [64, 32, 16], [1536, 512, 128], 1) for s in ("0.4b", "0.8b", "1b")},
+    ("pointmap", "5b"): ([1536, 768, 768, 768], [128, 64, 32], [1536, 512, 128], 1),
+}
+
+
+@pytest.mark.parametrize("task,size", sorted(UPSTREAM_HEADS))
+def test_head_presets_match_the_upstream_configs(task, size):
+    upsample, conv, scale_convs, scale_kernel = UPSTREAM_HEADS[(task, size)]
+    layout = presets.head_layout(task, size)
+    assert layout["upsample_out_channels"] == upsample
+    assert layout["conv_out_channels"] == conv
+    assert layout.get("scale_conv_out_channels") == scale_convs
+    assert layout.get("scale_conv_kernel_size") == scale_kernel
+
+
+def test_5b_pointmap_head_builds_at_full_resolution():
+    with torch.device("meta"):
+        model, _ = build_model("pointmap", OUTPUT_CHANNELS["pointmap"], (1024, 768), size="5b")
+        out = model(torch.zeros(1, 3, 1024, 768))
+    assert tuple(out.pointmaps.shape) == (1, 3, 1024, 768) and tuple(out.scales.shape) == (1, 1)

@@ -34,9 +34,9 @@ _DENSE_SHUFFLE_5B = {**_DENSE_SHUFFLE, "upsample_out_channels": [1536, 768, 512,
                      "conv_out_channels": [128, 64, 32]}
 _TINY_SHUFFLE = dict(use_pixel_shuffle=True, upsample_kernel_size=3, upsample_out_channels=[64, 32],
                      conv_kernel_size=3, conv_out_channels=[32])
-# Pointmap scale branch: stride-2 3x3 convs, then an MLP to one scalar (input size set from image_size).
-_SCALE = dict(scale_conv_out_channels=[1536, 512, 128], scale_conv_kernel_size=3, scale_final_hidden_sizes=[512, 128])
-_TINY_SCALE = dict(scale_conv_out_channels=[32, 16], scale_conv_kernel_size=3, scale_final_hidden_sizes=[32, 16])
+# Pointmap scale branch: stride-2 1x1 convs, then an MLP to one scalar (input size set from image_size).
+_SCALE = dict(scale_conv_out_channels=[1536, 512, 128], scale_conv_kernel_size=1, scale_final_hidden_sizes=[512, 128])
+_TINY_SCALE = dict(scale_conv_out_channels=[32, 16], scale_conv_kernel_size=1, scale_final_hidden_sizes=[32, 16])
 
 HEADS: dict[str, dict[str, dict]] = {
     "pose": {
@@ -57,7 +57,8 @@ HEADS: dict[str, dict[str, dict]] = {
     "pointmap": {
         "tiny": {**_TINY_SHUFFLE, **_TINY_SCALE},
         **{size: {**_DENSE_SHUFFLE, "upsample_out_channels": [1536, 768, 512, 256], **_SCALE}
-           for size in ("0.1b", "0.4b", "0.8b", "1b", "5b")},
+           for size in ("0.1b", "0.4b", "0.8b", "1b")},
+        "5b": {**_DENSE_SHUFFLE_5B, "upsample_out_channels": [1536, 768, 768, 768], **_SCALE},
     },
 }
 
