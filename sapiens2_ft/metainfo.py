@@ -1,4 +1,4 @@
-"""Keypoint sets as data: names, flip pairs, OKS sigmas, skeleton, body halves.
+"""Keypoint sets as data: names, flip pairs, OKS sigmas, skeleton, body halves, evaluation groups.
 
 A keypoint set is one YAML file::
 
@@ -9,14 +9,18 @@ A keypoint set is one YAML file::
     upper_body: [...]                               # half-body augmentation
     lower_body: [...]
     swap: {left_big_toe: right_big_toe}             # optional: pairs not named left_*/right_*
+    groups: {body: [nose, ...], hand: [...]}        # optional: OKS AP per group at validation (AP_<group>)
 
 Flip pairs are derived from a ``left``/``right`` word in the names (``left_eye`` <-> ``right_eye``,
-``Left_Hand`` <-> ``Right_Hand``); ``l_hand`` or ``cleft_chin`` are not matched: use ``swap`` for such names. Built-in sets live in
-``sapiens2_ft/keypoints/`` and are referred to by name (``coco17``).
+``Left_Hand`` <-> ``Right_Hand``); ``l_hand`` or ``cleft_chin`` are not matched: use ``swap`` for such names.
+Group names are letters, digits and ``_`` (they become metric names). Built-in sets live in
+``sapiens2_ft/keypoints/`` and are referred to by name: ``coco17``, ``coco_wholebody`` (133) and ``sapiens2_308``
+(the released Sapiens2 pose heads; data from the Sapiens2 code under its licence, ``keypoints/LICENSE-sapiens2.md``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -40,6 +44,7 @@ class KeypointMetainfo:
     upper_body_ids: tuple[int, ...]
     lower_body_ids: tuple[int, ...]
     source: str
+    groups: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (group name, keypoint indices), in file order
 
     @property
     def num_keypoints(self) -> int:
@@ -49,6 +54,11 @@ class KeypointMetainfo:
     def flip_pairs(self) -> list[list[int]]:
         """Mirror pairs ``[left, right]`` with left < right, each once."""
         return [[k, j] for k, j in enumerate(self.flip_indices) if k < j]
+
+    @property
+    def group_ids(self) -> dict[str, list[int]]:
+        """Group name -> keypoint indices (empty when the set defines no groups)."""
+        return {name: list(ids) for name, ids in self.groups}
 
     def index(self, name: str) -> int:
         return self.keypoint_names.index(name)
@@ -62,7 +72,11 @@ class KeypointMetainfo:
                 "skeleton": [[names[a], names[b]] for a, b in self.skeleton],
                 "upper_body": [names[i] for i in self.upper_body_ids],
                 "lower_body": [names[i] for i in self.lower_body_ids]}
-        return {**data, "swap": swap} if swap else data
+        if swap:
+            data["swap"] = swap
+        if self.groups:
+            data["groups"] = {group: [names[i] for i in ids] for group, ids in self.groups}
+        return data
 
 
 def _mirror_name(name: str) -> str | None:
@@ -134,6 +148,21 @@ def parse_metainfo(data: dict, source: str) -> KeypointMetainfo:
         if flip[j] != k:
             raise fail("swap", f"flip pairs must be symmetric: '{names[k]}' -> '{names[j]}' -> '{names[flip[j]]}'")
 
+    groups = data.get("groups") or {}
+    if not isinstance(groups, dict):
+        raise fail("groups", "must map a group name to a list of keypoint names")
+    for group, members in groups.items():
+        if not isinstance(group, str) or not re.fullmatch(r"[A-Za-z0-9_]+", group):
+            raise fail("groups", f"group name {group!r} must be letters, digits and '_' (it names a metric)")
+        if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members):
+            raise fail("groups", f"group '{group}' must be a non-empty list of keypoint names")
+        repeated = sorted({m for m in members if members.count(m) > 1})
+        if repeated:
+            raise fail("groups", f"group '{group}' repeats {repeated}")
+        unknown = [m for m in members if m not in index]
+        if unknown:
+            raise fail("groups", f"group '{group}' has unknown keypoint names {unknown}")
+
     return KeypointMetainfo(
         name=str(data.get("name", Path(source).stem)),
         keypoint_names=tuple(names),
@@ -143,6 +172,7 @@ def parse_metainfo(data: dict, source: str) -> KeypointMetainfo:
         upper_body_ids=tuple(ids("upper_body", data.get("upper_body"))),
         lower_body_ids=tuple(ids("lower_body", data.get("lower_body"))),
         source=source,
+        groups=tuple((group, tuple(ids("groups", members))) for group, members in groups.items()),
     )
 
 

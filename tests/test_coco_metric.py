@@ -320,3 +320,119 @@ def test_distributed_gather_matches_single_process(coco_file, tmp_path):
         assert out["local_batches_nmsTrue"] == (2 if rank == 0 else 1)
         np.testing.assert_allclose(out["one_empty"], expected[True], rtol=0, atol=1e-12)
         assert out["all_empty"] == [0.0] * len(KEYS)
+
+
+# ------------------------------------------------------- NMS area and groups
+def _extent_area_loop(points) -> float:
+    """Width x height of the box around one instance's keypoints, written out plainly."""
+    xs = [float(p[0]) for p in points]
+    ys = [float(p[1]) for p in points]
+    return (max(xs) - min(xs)) * (max(ys) - min(ys))
+
+
+def _oks_loop(a, b, area_a, area_b, sigmas) -> float:
+    total = 0.0
+    for (xa, ya), (xb, yb), s in zip(a, b, sigmas):
+        total += np.exp(-((xa - xb) ** 2 + (ya - yb) ** 2) / (2 * (area_a + area_b) / 2 * (2 * s) ** 2))
+    return total / len(sigmas)
+
+
+def test_keypoint_extent_area_matches_loop():
+    from sapiens2_ft.metrics.oks_nms import keypoint_extent_area
+
+    kpts = np.random.default_rng(0).random((4, K, 2)) * [300, 200]
+    np.testing.assert_allclose(keypoint_extent_area(kpts), [_extent_area_loop(p) for p in kpts], rtol=1e-12)
+    assert keypoint_extent_area(np.zeros((0, K, 2))).shape == (0,)
+
+
+def test_oks_nms_scale_is_the_keypoint_extent_by_default(coco_file):
+    """Upstream (keypoints308_evaluator.py) scales OKS-NMS by the predicted keypoints' extent, not the box."""
+    ann_file, gt = coco_file
+    rng = np.random.default_rng(5)
+    a = 100.0 + rng.random((K, 2)) * 30.0  # a person 30 px across ...
+    b = a + 3.0  # ... and a near copy, in a box of 45000 px^2
+    preds = {"image_ids": np.array([gt["image_ids"][0]] * 2), "keypoints": np.stack([a, b]),
+             "keypoint_scores": np.ones((2, K)), "box_scores": np.array([0.9, 0.5]), "areas": np.full(2, 45000.0)}
+    by_extent = _oks_loop(a, b, _extent_area_loop(a), _extent_area_loop(b), SIGMAS)
+    by_box = _oks_loop(a, b, 45000.0, 45000.0, SIGMAS)
+    assert by_extent <= 0.9 < by_box  # the two rules disagree on this pair
+    default = CocoKeypointAP(ann_file, SIGMAS)
+    _update(default, preds)
+    default.compute()
+    assert len(default.results) == 2  # OKS by extent <= 0.9: both kept
+    box = CocoKeypointAP(ann_file, SIGMAS, nms_area="box")
+    _update(box, preds)
+    box.compute()
+    assert len(box.results) == 1 and box.results[0]["score"] == pytest.approx(0.9)
+    with pytest.raises(ValueError, match="nms_area"):
+        CocoKeypointAP(ann_file, SIGMAS, nms_area="bbox")
+
+
+GROUPS = {"head": [0, 1, 2, 3, 4], "legs": [11, 12, 13, 14, 15, 16]}
+
+
+def _group_stats_by_hand(ann_file: Path, results: list[dict], ids: list[int]) -> float:
+    """AP of one group: ground truth and results sliced to the group in plain loops, then pycocotools."""
+    data = json.loads(ann_file.read_text())
+    for ann in data["annotations"]:
+        triplets = [ann["keypoints"][3 * i: 3 * i + 3] for i in ids]
+        ann["keypoints"] = [v for t in triplets for v in t]
+        ann["num_keypoints"] = sum(1 for t in triplets if t[2] > 0)
+    data["categories"][0]["keypoints"] = [data["categories"][0]["keypoints"][i] for i in ids]
+    sliced = []
+    for r in results:
+        sliced.append({**r, "keypoints": [v for i in ids for v in r["keypoints"][3 * i: 3 * i + 3]]})
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco = COCO()
+        coco.dataset = data
+        coco.createIndex()
+        ev = COCOeval(coco, coco.loadRes(sliced), "keypoints")
+        ev.params.kpt_oks_sigmas = np.array([SIGMAS[i] for i in ids])
+        ev.params.imgIds = sorted({r["image_id"] for r in results})
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+    return float(ev.stats[0])
+
+
+def test_group_ap_oracle_and_wrong_group(coco_file):
+    ann_file, gt = coco_file
+    oracle = CocoKeypointAP(ann_file, SIGMAS, groups=GROUPS)
+    _update(oracle, _gt_predictions(gt["anns"]))
+    res = oracle.compute()
+    assert set(res) == set(KEYS) | {"AP_head", "AP_legs"}
+    assert float(res["AP_head"]) == pytest.approx(1.0) and float(res["AP_legs"]) == pytest.approx(1.0)
+
+    preds = _gt_predictions(gt["anns"])
+    preds["keypoints"][:, GROUPS["legs"]] += 60.0  # legs far off, the head exact
+    wrong = CocoKeypointAP(ann_file, SIGMAS, groups=GROUPS)
+    _update(wrong, preds)
+    res = wrong.compute()
+    assert float(res["AP_head"]) == pytest.approx(1.0)
+    assert float(res["AP_legs"]) < 0.05
+    assert float(res["AP"]) < 1.0
+
+
+def test_group_ap_matches_slicing_by_hand(coco_file):
+    ann_file, gt = coco_file
+    metric = CocoKeypointAP(ann_file, SIGMAS, groups=GROUPS)
+    _update(metric, _perturbed_predictions(gt["anns"]))
+    res = metric.compute()
+    for name, ids in GROUPS.items():
+        expected = _group_stats_by_hand(ann_file, metric.results, ids)
+        assert 0.0 < expected < 1.0
+        assert float(res[f"AP_{name}"]) == pytest.approx(expected, abs=1e-12), name
+    assert float(res["AP"]) == pytest.approx(_pycoco_stats(ann_file, metric.results)[0], abs=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:The ``compute`` method")
+def test_group_errors_and_empty(coco_file):
+    ann_file, _ = coco_file
+    with pytest.raises(ValueError, match="group 'tail'"):
+        CocoKeypointAP(ann_file, SIGMAS, groups={"tail": [16, 17]})
+    with pytest.raises(ValueError, match="group 'none'"):
+        CocoKeypointAP(ann_file, SIGMAS, groups={"none": []})
+    empty = CocoKeypointAP(ann_file, SIGMAS, groups=GROUPS)
+    with pytest.warns(UserWarning, match="no predictions"):
+        res = empty.compute()
+    assert float(res["AP_head"]) == 0.0 and float(res["AP_legs"]) == 0.0

@@ -183,3 +183,52 @@ def test_invalid_yaml_names_file(tmp_path):
 def test_parse_rejects_non_mapping():
     with pytest.raises(MetainfoError, match="src.yaml"):
         parse_metainfo(["nose"], "src.yaml")
+
+
+# ------------------------------------------------------------------ groups
+def test_groups_load_in_file_order_and_round_trip(tmp_path):
+    data = _valid()
+    data["groups"] = {"feet": ["left_foot", "right_foot", "l_toe", "r_toe"], "hands": ["left_hand", "right_hand"]}
+    meta = load_metainfo(str(_write(tmp_path, data)))
+    assert meta.group_ids == {"feet": [3, 4, 5, 6], "hands": [1, 2]}
+    assert list(meta.group_ids) == ["feet", "hands"]
+    again = parse_metainfo(meta.to_dict(), meta.source)
+    assert again == meta and again.to_dict()["groups"] == data["groups"]
+
+
+def test_groups_are_optional_and_coco17_has_none(tmp_path):
+    assert load_metainfo(str(_write(tmp_path, _valid()))).group_ids == {}
+    assert load_metainfo("coco17").group_ids == {}
+    assert "groups" not in load_metainfo("coco17").to_dict()
+
+
+def test_group_with_unknown_name(tmp_path):
+    data = _valid()
+    data["groups"] = {"hands": ["left_hand", "left_paw"]}
+    _assert_error(tmp_path, data, "groups", "'hands'", "left_paw")
+
+
+@pytest.mark.parametrize("group, members, fragment", [
+    ("two words", ["head"], "letters, digits"),
+    ("hands", [], "non-empty list"),
+    ("hands", "left_hand", "non-empty list"),
+    ("hands", [["left_hand"]], "non-empty list"),
+    ("hands", ["left_hand", "left_hand"], "repeats ['left_hand']"),
+])
+def test_malformed_group(tmp_path, group, members, fragment):
+    data = _valid()
+    data["groups"] = {group: members}
+    _assert_error(tmp_path, data, "groups", fragment)
+
+
+def test_groups_must_be_a_mapping(tmp_path):
+    data = _valid()
+    data["groups"] = [["head"]]
+    _assert_error(tmp_path, data, "groups", "must map")
+
+
+def test_builtin_sets_are_listed_in_the_error():
+    with pytest.raises(MetainfoError) as info:
+        load_metainfo("coco18")
+    for name in ("coco17", "coco_wholebody", "sapiens2_308"):
+        assert name in str(info.value)

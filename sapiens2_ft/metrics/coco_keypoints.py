@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -17,7 +18,7 @@ from torchmetrics import Metric
 from torchmetrics.utilities import rank_zero_warn
 from torchmetrics.utilities.distributed import gather_all_tensors
 
-from sapiens2_ft.metrics.oks_nms import oks_nms
+from sapiens2_ft.metrics.oks_nms import keypoint_extent_area, oks_nms
 
 STAT_NAMES = ("AP", "AP50", "AP75", "APM", "APL", "AR", "AR50", "AR75", "ARM", "ARL")
 
@@ -54,8 +55,14 @@ class CocoKeypointAP(Metric):
        number of processes or the gather order;
     2. rescores each instance: ``box_score * mean(keypoint scores > keypoint_score_threshold)``
        (0 when no keypoint score is above the threshold);
-    3. applies greedy OKS-NMS per image at ``nms_threshold`` when ``use_oks_nms``;
-    4. evaluates with ``COCOeval(gt, dt, "keypoints")``.
+    3. applies greedy OKS-NMS per image at ``nms_threshold`` when ``use_oks_nms``, the OKS scale of each
+       instance being the area of its predicted keypoints' extent (``nms_area="keypoints"``, as the upstream
+       Sapiens2 evaluator ``keypoints308_evaluator.py`` does) or the box area given to ``update``
+       (``nms_area="box"``, as MMPose's ``CocoMetric``);
+    4. evaluates with ``COCOeval(gt, dt, "keypoints")`` over all keypoints, and, for each of ``groups``,
+       again over that group's keypoints and sigmas alone (``AP_<group>``), as the upstream evaluator and
+       COCO-WholeBody's do: a person whose group has no labelled keypoint is ignored for that group, the
+       instance score and the ground-truth area are the whole person's.
 
     Only the images that received at least one prediction are evaluated
     (``params.imgIds`` = their ids), so a partial validation pass (e.g.
@@ -90,8 +97,12 @@ class CocoKeypointAP(Metric):
         nms_threshold: float = 0.9,
         keypoint_score_threshold: float = 0.2,
         category_id: int = 1,
+        groups: Mapping[str, Sequence[int]] | None = None,
+        nms_area: Literal["keypoints", "box"] = "keypoints",
         **kwargs: Any,
     ) -> None:
+        """``groups``: group name -> keypoint indices (``KeypointMetainfo.group_ids``), each reported as
+        ``AP_<group>``. ``nms_area``: the instance area OKS-NMS uses, see the class docstring."""
         super().__init__(**kwargs)
         self.ann_file = Path(ann_file)
         self.sigmas = np.asarray(sigmas, dtype=np.float64).reshape(-1)
@@ -102,7 +113,16 @@ class CocoKeypointAP(Metric):
         self.nms_threshold = float(nms_threshold)
         self.keypoint_score_threshold = float(keypoint_score_threshold)
         self.category_id = int(category_id)
+        if nms_area not in ("keypoints", "box"):
+            raise ValueError(f"CocoKeypointAP: nms_area must be 'keypoints' or 'box', got {nms_area!r}")
+        self.nms_area = nms_area
+        self.groups = {str(name): [int(i) for i in ids] for name, ids in (groups or {}).items()}
+        for name, ids in self.groups.items():
+            if not ids or min(ids) < 0 or max(ids) >= self.num_keypoints:
+                raise ValueError(f"CocoKeypointAP: group '{name}' needs keypoint indices in [0, "
+                                 f"{self.num_keypoints}), got {ids}")
         self._coco_gt: COCO | None = None
+        self._group_gt: dict[str, COCO] = {}
         self.results: list[dict] = []
         self.summary_text: str = ""
         for name in self._state_shapes():
@@ -126,7 +146,8 @@ class CocoKeypointAP(Metric):
         """Add a batch.
 
         image_ids (N,) int64; keypoints (N, K, 2) xy in ORIGINAL image pixels; keypoint_scores (N, K);
-        box_scores (N,) (1.0 for ground-truth boxes); areas (N,) box area in px^2 (used by OKS-NMS).
+        box_scores (N,) (1.0 for ground-truth boxes); areas (N,) box area in px^2 (the OKS-NMS scale when
+        ``nms_area="box"``).
         """
         image_ids = torch.as_tensor(image_ids).reshape(-1)
         if image_ids.is_floating_point() or image_ids.is_complex():
@@ -212,9 +233,31 @@ class CocoKeypointAP(Metric):
             self._coco_gt = coco
         return self._coco_gt
 
+    def _group_coco(self, name: str) -> COCO:
+        """The ground truth restricted to one group's keypoints (``num_keypoints`` recounted), built once."""
+        if name not in self._group_gt:
+            ids = self.groups[name]
+            data = copy.deepcopy(self.coco_gt.dataset)
+            for ann in data.get("annotations", []):
+                if "keypoints" in ann:
+                    triplets = np.asarray(ann["keypoints"], dtype=np.float64).reshape(-1, 3)[ids]
+                    ann["keypoints"] = triplets.reshape(-1).tolist()
+                    ann["num_keypoints"] = int((triplets[:, 2] > 0).sum())
+            for cat in data.get("categories", []):
+                if cat.get("id") == self.category_id:
+                    cat["keypoints"] = [cat["keypoints"][i] for i in ids]
+                    cat["skeleton"] = []
+            with _captured_stdout():
+                coco = COCO()
+                coco.dataset = data
+                coco.createIndex()
+            self._group_gt[name] = coco
+        return self._group_gt[name]
+
     # ---------------------------------------------------------------- compute
     def compute(self) -> dict[str, Tensor]:
-        """keys: AP, AP50, AP75, APM, APL, AR, AR50, AR75, ARM, ARL (floats in [0,1], -1 where undefined)."""
+        """keys: AP, AP50, AP75, APM, APL, AR, AR50, AR75, ARM, ARL, then AP_<group> for each group
+        (floats in [0,1], -1 where undefined, e.g. a group with no labelled keypoint in the evaluated images)."""
         ids = self._gathered("image_ids")
         kpts = self._gathered("keypoints")
         kscores = self._gathered("keypoint_scores")
@@ -225,7 +268,7 @@ class CocoKeypointAP(Metric):
         if ids.shape[0] == 0:
             rank_zero_warn("CocoKeypointAP: no predictions to evaluate; every metric is 0.0.", UserWarning)
             self.results, self.summary_text = [], ""
-            return self._to_output(np.zeros(len(STAT_NAMES)))
+            return self._to_output(np.zeros(len(STAT_NAMES)), {name: 0.0 for name in self.groups})
 
         coco = self.coco_gt
         unknown = np.setdiff1d(np.unique(ids), np.asarray(coco.getImgIds(), dtype=np.int64))
@@ -245,6 +288,8 @@ class CocoKeypointAP(Metric):
         kpts = rows[:, 3 : 3 + 2 * k].reshape(-1, k, 2)
         kscores = rows[:, 3 + 2 * k :]
         scores = rescore(kscores, boxes, self.keypoint_score_threshold)
+        if self.nms_area == "keypoints":
+            areas = keypoint_extent_area(kpts)
 
         results: list[dict] = []
         img_ids, starts = np.unique(ids, return_index=True)  # rows are sorted by image id
@@ -265,16 +310,23 @@ class CocoKeypointAP(Metric):
                     }
                 )
 
-        stats, self.summary_text = self._evaluate(coco, results, img_ids.tolist())
+        stats, self.summary_text = self._evaluate(coco, results, img_ids.tolist(), self.sigmas)
+        group_ap = {}
+        for name, group in self.groups.items():
+            subset = [{**r, "keypoints": np.asarray(r["keypoints"]).reshape(-1, 3)[group].reshape(-1).tolist()}
+                      for r in results]
+            stats_group, _ = self._evaluate(self._group_coco(name), subset, img_ids.tolist(), self.sigmas[group])
+            group_ap[name] = stats_group[0]
         self.results = results
-        return self._to_output(stats)
+        return self._to_output(stats, group_ap)
 
-    def _evaluate(self, coco: COCO, results: list[dict], img_ids: list[int]) -> tuple[np.ndarray, str]:
+    def _evaluate(self, coco: COCO, results: list[dict], img_ids: list[int],
+                  sigmas: np.ndarray) -> tuple[np.ndarray, str]:
         """Run pycocotools quietly; returns (stats, summary text)."""
         with _captured_stdout():
             dt = coco.loadRes([dict(r) for r in results])  # loadRes adds keys in place; keep ours clean
             ev = COCOeval(coco, dt, "keypoints")
-            ev.params.kpt_oks_sigmas = self.sigmas.copy()
+            ev.params.kpt_oks_sigmas = np.array(sigmas, dtype=np.float64)
             ev.params.imgIds = img_ids
             ev.params.catIds = [self.category_id]
             ev.evaluate()
@@ -283,10 +335,9 @@ class CocoKeypointAP(Metric):
             ev.summarize()
         return np.asarray(ev.stats, dtype=np.float64), buf.getvalue()
 
-    def _to_output(self, stats: np.ndarray) -> dict[str, Tensor]:
-        return {
-            name: torch.tensor(float(v), dtype=torch.float64, device=self.device) for name, v in zip(STAT_NAMES, stats)
-        }
+    def _to_output(self, stats: np.ndarray, group_ap: dict[str, float]) -> dict[str, Tensor]:
+        values = {**dict(zip(STAT_NAMES, stats)), **{f"AP_{name}": ap for name, ap in group_ap.items()}}
+        return {name: torch.tensor(float(v), dtype=torch.float64, device=self.device) for name, v in values.items()}
 
     # ----------------------------------------------------------------- misc
     def reset(self) -> None:
@@ -299,4 +350,5 @@ class CocoKeypointAP(Metric):
         """Do not pickle/deepcopy the cached ground truth; it reloads lazily."""
         state = super().__getstate__()
         state["_coco_gt"] = None
+        state["_group_gt"] = {}
         return state

@@ -65,6 +65,20 @@ def oks_iou(
     return np.where(n > 0, (sim * valid).sum(axis=1) / np.maximum(n, 1), 0.0)
 
 
+def keypoint_extent_area(keypoints: np.ndarray) -> np.ndarray:
+    """Area of the box spanned by each instance's keypoints, all of them whatever their scores.
+
+    keypoints (N, K, 2+) -> (N,) float64: (max x - min x) * (max y - min y).
+    """
+    xy = np.asarray(keypoints, dtype=np.float64)[..., :2]
+    if xy.ndim != 3:
+        raise ValueError(f"keypoint_extent_area: expected keypoints (N, K, 2), got {xy.shape}")
+    if xy.shape[0] == 0:
+        return np.zeros(0, dtype=np.float64)
+    span = xy.max(axis=1) - xy.min(axis=1)
+    return span[:, 0] * span[:, 1]
+
+
 def oks_nms(
     keypoints: np.ndarray,
     scores: np.ndarray | Sequence[float],

@@ -3,8 +3,9 @@
 What happens to the weights is returned as a :class:`LoadReport`:
 
 - same task, same labels: everything loads;
-- same task, other labels (e.g. 308 -> COCO-17 keypoints): backbone and head load, and each
-  output row is copied from the checkpoint row of the same name where there is one;
+- same task, other labels (e.g. 308 -> COCO-17 or COCO-WholeBody keypoints): backbone and head load, and
+  each output row is copied from the checkpoint row of the same name where there is one (a 308-row pose
+  checkpoint without names in its config gets the bundled Sapiens2-308 names);
 - pretrain-only backbone (``Sapiens2Model``) or another task's checkpoint: the backbone
   loads and a new head with the released layout for that size is built;
 - no ``pretrained``: random init from ``size`` (for tests, demos and scaling checks).
@@ -30,6 +31,7 @@ from transformers import (
 )
 
 from sapiens2_ft.body_parts import SAPIENS2_PART_CLASSES
+from sapiens2_ft.metainfo import load_metainfo
 from sapiens2_ft.models import presets
 
 TASK_CLASSES = {
@@ -46,14 +48,9 @@ OUTPUT_CHANNELS = {
     "matting": ["foreground_r", "foreground_g", "foreground_b", "alpha"],
 }
 
-# Rows of the 308-keypoint Sapiens2 pose head that hold the COCO-17 keypoints. Used when a
-# 308-keypoint checkpoint carries no keypoint names in its config.
-SAPIENS2_308_ROWS = {
-    "nose": 0, "left_eye": 1, "right_eye": 2, "left_ear": 3, "right_ear": 4,
-    "left_shoulder": 5, "right_shoulder": 6, "left_elbow": 7, "right_elbow": 8,
-    "left_wrist": 62, "right_wrist": 41, "left_hip": 9, "right_hip": 10,
-    "left_knee": 11, "right_knee": 12, "left_ankle": 13, "right_ankle": 14,
-}
+# Keypoint name -> row of the released 308-keypoint Sapiens2 pose heads (the bundled ``sapiens2_308`` set).
+# Used when a 308-row checkpoint carries no keypoint names in its config (``id2label`` absent or LABEL_i).
+SAPIENS2_308_ROWS = {name: i for i, name in enumerate(load_metainfo("sapiens2_308").keypoint_names)}
 
 
 class PretrainedNotFoundError(OSError):

@@ -122,7 +122,8 @@ class PoseModule(L.LightningModule):
     def on_validation_epoch_start(self) -> None:
         if self.val_ap is None:
             ann_file = self.trainer.datamodule.val_annotation_file
-            self.val_ap = CocoKeypointAP(ann_file, self.metainfo.sigmas).to(self.device)
+            # Sets with groups (coco_wholebody, sapiens2_308) also log val/AP_<group>.
+            self.val_ap = CocoKeypointAP(ann_file, self.metainfo.sigmas, groups=self.metainfo.group_ids).to(self.device)
         self.val_ap.reset()
 
     def predict_keypoints(self, pixel_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
