@@ -53,6 +53,21 @@ def _check_image(coco: COCO, image_id: int, images_dir: Path, ann_file: Path, wh
     return path
 
 
+def clip_box(bbox, image: dict) -> list[float] | None:
+    """An annotation box [x, y, w, h] clipped to the image as upstream loads it: both corners into
+    [0, width - 1] x [0, height - 1] (so a full-image box loses one pixel); None when nothing is left.
+    Left as it is when the image record has no ``width`` / ``height``."""
+    width, height = image.get("width"), image.get("height")
+    if not all(isinstance(v, (int, float)) and v > 0 for v in (width, height)):
+        return list(bbox)
+    x, y, w, h = (float(v) for v in bbox)
+    x1, x2 = np.clip([x, x + w], 0, width - 1)
+    y1, y2 = np.clip([y, y + h], 0, height - 1)
+    if x2 <= x1 or y2 <= y1:
+        return None
+    return [float(x1), float(y1), float(x2 - x1), float(y2 - y1)]
+
+
 def load_instances(
     ann_file: Path,
     images_dir: Path,
@@ -62,6 +77,8 @@ def load_instances(
     exclude_ids: set | frozenset = frozenset(),
 ) -> tuple[list[PoseInstance], Counter]:
     """Non-crowd person instances with at least ``min_keypoints`` labelled keypoints, and skip counts.
+
+    Boxes are clipped to the image (:func:`clip_box`); a box wholly outside it is skipped and counted.
 
     ``exclude_ids``: annotation ids the data check found unusable, skipped as bad records.
     """
@@ -94,6 +111,10 @@ def load_instances(
                 skipped["too few keypoints"] += 1
                 continue
             path = _check_image(coco, ann["image_id"], images_dir, ann_file, what)
+            bbox = clip_box(bbox, coco.imgs[ann["image_id"]])
+            if bbox is None:
+                skipped["box outside the image"] += 1
+                continue
         except DataError:
             if on_bad_sample != "skip":
                 raise

@@ -12,7 +12,7 @@ from torch.utils.data import Dataset
 from datamodules.coco_keypoints import DataError, PoseInstance
 from datamodules.loaders import is_padding, replace_bad_samples, sample_rng
 from datamodules.transforms import affine
-from datamodules.transforms.photometric import photometric_pipeline
+from datamodules.transforms.photometric import pose_photometric_pipeline
 from datamodules.transforms.topdown import TopdownAugment, half_body_box, random_box
 from sapiens2_ft.metainfo import KeypointMetainfo
 
@@ -38,8 +38,10 @@ def read_image(path: str) -> np.ndarray:
 class TopdownPoseDataset(Dataset):
     """Crops each instance to ``input_size`` (H, W) with the UDP affine; augments when ``augment`` is set.
 
-    Items: ``image`` uint8 (3, H, W); ``keypoints`` (K, 2) crop pixels; ``keypoint_weights`` (K,);
-    ``inverse_affine`` (2, 3) crop -> image pixels; ``image_id``; ``box_score``; ``area``; ``index``.
+    Items: ``image`` uint8 (3, H, W); ``keypoints`` (K, 2) crop pixels; ``keypoint_weights`` (K,): labelled
+    and inside the crop (0 <= x < W, 0 <= y < H, upstream's rule); ``inverse_affine`` (2, 3) crop -> image
+    pixels; ``image_id``; ``box_score``; ``area``; ``index``. The crop is bilinear when it shrinks the image,
+    bicubic when it enlarges it (upstream's ``INTER_AREA`` / ``INTER_CUBIC``).
     """
 
     def __init__(self, instances: list[PoseInstance], metainfo: KeypointMetainfo, input_size: tuple[int, int],
@@ -53,8 +55,11 @@ class TopdownPoseDataset(Dataset):
         self.box_padding = box_padding
         self.on_bad_sample = on_bad_sample
         self._rng: np.random.Generator | None = None
-        self.photometric = (photometric_pipeline(augment.photometric_prob, augment.blur_prob, augment.dropout_prob)
-                            if augment else None)
+        self.photometric = None
+        if augment:
+            self.photometric = pose_photometric_pipeline(
+                augment.photometric_prob, augment.blur_prob, augment.median_blur_prob, augment.dropout_prob,
+                augment.dropout_holes, augment.dropout_size)
         self.flip_indices = np.asarray(metainfo.flip_indices)
 
     def __len__(self) -> int:
@@ -71,17 +76,18 @@ class TopdownPoseDataset(Dataset):
         return self._rng
 
     def _crop(self, inst: PoseInstance, visible: np.ndarray, rng) -> tuple[np.ndarray, bool]:
-        center, scale = affine.box_to_center_scale(inst.bbox, self.aspect_ratio, self.box_padding)
+        """Upstream's order: padded box, half-body, shift / scale / rotation, then the aspect fix."""
+        center, scale = affine.box_to_center_scale(inst.bbox, None, self.box_padding)
         rotation, flip = 0.0, False
         aug = self.augment
         if aug is not None:
-            if rng.random() < aug.half_body_prob:
-                half = half_body_box(inst.keypoints, visible, self.metainfo.upper_body_ids,
-                                     self.metainfo.lower_body_ids, aug, self.aspect_ratio, rng)
-                if half is not None:
-                    center, scale = half
+            half = half_body_box(inst.keypoints, visible, self.metainfo.upper_body_ids,
+                                 self.metainfo.lower_body_ids, aug, rng)
+            if half is not None:
+                center, scale = half
             center, scale, rotation = random_box(center, scale, aug, rng)
             flip = rng.random() < aug.flip_prob
+        scale = affine.fix_aspect(scale, self.aspect_ratio)
         matrix = affine.crop_matrix(center, scale, rotation, self.input_size)
         if flip:
             matrix = affine.compose(affine.hflip_matrix(self.input_size[1]), matrix)
@@ -101,11 +107,14 @@ class TopdownPoseDataset(Dataset):
         inst = self.instances[index]
         visible = inst.visibility > 0
         matrix, flip = self._crop(inst, visible, rng)
-        image = affine.warp_image(read_image(inst.image_path), matrix, self.input_size)
+        image = affine.warp_image(read_image(inst.image_path), matrix, self.input_size,
+                                  affine.crop_interpolation(matrix))
         keypoints = affine.transform_points(inst.keypoints.astype(np.float64), matrix)
         weights = visible.astype(np.float32)
         if flip:
             keypoints, weights = keypoints[self.flip_indices], weights[self.flip_indices]
+        # As upstream: a keypoint that lands outside the crop trains with weight 0.
+        weights = weights * affine.inside_crop(keypoints, self.input_size)
         if self.photometric is not None:
             self.photometric.set_random_seed(int(rng.integers(2**31)))
             image = self.photometric(image=image)["image"]

@@ -253,7 +253,8 @@ def predict_pose(module, images: dict[str, Path], out: Path, batch_size: int,
             chunk = np.asarray(people[start:start + batch_size], dtype=np.float64)
             matrices = [affine.crop_matrix(*affine.box_to_center_scale(b[:4], input_size[1] / input_size[0]), 0.0,
                                            input_size) for b in chunk]
-            crops = np.stack([affine.warp_image(image, m, input_size) for m in matrices])
+            crops = np.stack([affine.warp_image(image, m, input_size, affine.crop_interpolation(m))
+                              for m in matrices])
             pixels = torch.from_numpy(crops).permute(0, 3, 1, 2).to(module.device)
             _, coords, scores = module.predict_keypoints(normalize_images(pixels))
             coords, scores = coords.cpu().double().numpy(), scores.cpu().double().numpy()

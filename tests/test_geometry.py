@@ -19,7 +19,8 @@ from sapiens2_ft.metainfo import load_metainfo
 INPUT = (256, 192)  # (H, W)
 # No randomness at all unless a test switches one part on.
 STILL = TopdownAugment(flip_prob=0.0, half_body_prob=0.0, shift_prob=0.0, scale_range=(1.0, 1.0),
-                       rotate_prob=0.0, photometric_prob=0.0, blur_prob=0.0, dropout_prob=0.0)
+                       rotate_prob=0.0, photometric_prob=0.0, blur_prob=0.0, median_blur_prob=0.0,
+                       dropout_prob=0.0)
 
 
 def _random_crop(rng, output_size=INPUT):
@@ -191,13 +192,13 @@ def test_half_body_box_surrounds_the_chosen_half(upper):
     visible = np.ones(17, bool)
     aug = replace(STILL, half_body_prob=1.0, half_body_upper_prob=1.0 if upper else 0.0)
     rng = np.random.default_rng(0)
-    center, scale = half_body_box(keypoints, visible, meta.upper_body_ids, meta.lower_body_ids, aug, 0.75, rng)
+    center, scale = half_body_box(keypoints, visible, meta.upper_body_ids, meta.lower_body_ids, aug, rng)
     chosen = list(meta.upper_body_ids if upper else meta.lower_body_ids)
     other = list(meta.lower_body_ids if upper else meta.upper_body_ids)
     low, high = keypoints[chosen].min(0), keypoints[chosen].max(0)
-    np.testing.assert_allclose(center, (low + high) / 2)
-    assert scale[0] / scale[1] == pytest.approx(0.75)
-    assert np.all(scale >= (high - low) * aug.half_body_padding - 1e-9)
+    np.testing.assert_allclose(center, keypoints[chosen].mean(0))  # upstream: the mean, not the box centre
+    np.testing.assert_allclose(scale, (high - low) * aug.half_body_padding)  # aspect fixed later, at the crop
+    scale = affine.fix_aspect(scale, 0.75)
     # Chosen keypoints inside the box; the far end of the other half outside it.
     inside = np.abs(keypoints - center) <= scale / 2
     assert inside[chosen].all()
@@ -209,20 +210,19 @@ def test_half_body_box_surrounds_the_chosen_half(upper):
 def test_half_body_box_falls_back_and_declines():
     meta = load_metainfo("coco17")
     keypoints = _figure()
-    aug = replace(STILL, half_body_upper_prob=1.0, half_body_min_keypoints=9)
+    aug = replace(STILL, half_body_prob=1.0, half_body_upper_prob=1.0, half_body_min_keypoints=9)
     rng = np.random.default_rng(0)
     # Too few visible keypoints: no half-body crop.
     visible = np.zeros(17, bool)
     visible[:8] = True
-    assert half_body_box(keypoints, visible, meta.upper_body_ids, meta.lower_body_ids, aug, 0.75, rng) is None
+    assert half_body_box(keypoints, visible, meta.upper_body_ids, meta.lower_body_ids, aug, rng) is None
     # Upper body asked for but only one upper keypoint visible: the lower body is used.
     visible = np.zeros(17, bool)
     visible[list(meta.lower_body_ids)] = True
     visible[meta.index("nose")] = True
     aug = replace(aug, half_body_min_keypoints=5)
-    center, _ = half_body_box(keypoints, visible, meta.upper_body_ids, meta.lower_body_ids, aug, 0.75, rng)
-    lower = keypoints[list(meta.lower_body_ids)]
-    np.testing.assert_allclose(center, (lower.min(0) + lower.max(0)) / 2)
+    center, _ = half_body_box(keypoints, visible, meta.upper_body_ids, meta.lower_body_ids, aug, rng)
+    np.testing.assert_allclose(center, keypoints[list(meta.lower_body_ids)].mean(0))
 
 
 def test_half_body_crop_in_dataset(train_instances):

@@ -11,11 +11,14 @@ import cv2
 import numpy as np
 
 
-def box_to_center_scale(box_xywh, aspect_ratio: float, padding: float = 1.25) -> tuple[np.ndarray, np.ndarray]:
-    """Centre (x, y) and scale (w, h) of a box padded by ``padding`` and widened to ``aspect_ratio`` = w/h."""
+def box_to_center_scale(box_xywh, aspect_ratio: float | None,
+                        padding: float = 1.25) -> tuple[np.ndarray, np.ndarray]:
+    """Centre (x, y) and scale (w, h) of a box padded by ``padding`` and widened to ``aspect_ratio`` = w/h
+    (``None``: left as it is; upstream's training crop fixes the aspect only after the box jitter)."""
     x, y, w, h = (float(v) for v in box_xywh)
     center = np.array([x + w * 0.5, y + h * 0.5])
-    return center, fix_aspect(np.array([w, h]) * padding, aspect_ratio)
+    scale = np.array([w, h]) * padding
+    return center, scale if aspect_ratio is None else fix_aspect(scale, aspect_ratio)
 
 
 def fix_aspect(scale: np.ndarray, aspect_ratio: float) -> np.ndarray:
@@ -54,6 +57,23 @@ def transform_points(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     return points @ matrix[:, :2].T + matrix[:, 2]
 
 
-def warp_image(image: np.ndarray, matrix: np.ndarray, output_size: tuple[int, int]) -> np.ndarray:
+def inside_crop(points: np.ndarray, output_size: tuple[int, int]) -> np.ndarray:
+    """(...,) bool: crop-pixel points (..., 2) with 0 <= x < W and 0 <= y < H (upstream's bound for
+    keeping a keypoint's weight after the crop); ``output_size`` is (H, W)."""
     out_h, out_w = output_size
-    return cv2.warpAffine(image, matrix, (out_w, out_h), flags=cv2.INTER_LINEAR, borderValue=0)
+    x, y = points[..., 0], points[..., 1]
+    return (x >= 0) & (x < out_w) & (y >= 0) & (y < out_h)
+
+
+def crop_interpolation(matrix: np.ndarray) -> int:
+    """Upstream's choice for pose crops: ``INTER_AREA`` when the crop shrinks the image (the smaller row norm
+    of the linear part below 1), else ``INTER_CUBIC``. (``cv2.warpAffine`` runs ``INTER_AREA`` as bilinear.)"""
+    shrink = min(np.linalg.norm(matrix[0, :2]), np.linalg.norm(matrix[1, :2]))
+    return cv2.INTER_AREA if shrink < 1.0 else cv2.INTER_CUBIC
+
+
+def warp_image(image: np.ndarray, matrix: np.ndarray, output_size: tuple[int, int],
+               interpolation: int = cv2.INTER_LINEAR) -> np.ndarray:
+    """``image`` through the 2x3 ``matrix`` into ``output_size`` (H, W); outside pixels are 0."""
+    out_h, out_w = output_size
+    return cv2.warpAffine(image, matrix, (out_w, out_h), flags=interpolation, borderValue=0)

@@ -87,9 +87,11 @@ def encode_heatmaps(
     |p - round(mu)| <= floor(3 sigma) per axis (round = floor(v + 0.5)); computed as the
     outer product of 1-D x and y profiles. A channel is rendered iff its weight is > 0,
     mu is finite and at least one window pixel lies in the map; otherwise the channel is
-    all zero and its target weight 0. Rendered channels keep their input weight (the
-    heatmap peak is not scaled by it). Pass ``out`` (shape (..., K, H, W), ``dtype``) to
-    write into a preallocated buffer.
+    all zero and its target weight 0 (this window test is upstream's codec rule). Upstream
+    zeroes a keypoint earlier, where it leaves the crop (input x outside [0, W_in), y outside
+    [0, H_in)); the top-down dataset does that, so such keypoints arrive here with weight 0.
+    Rendered channels keep their input weight (the heatmap peak is not scaled by it). Pass
+    ``out`` (shape (..., K, H, W), ``dtype``) to write into a preallocated buffer.
     """
     if keypoints.shape[-1:] != (2,) or keypoints.dim() < 2:
         raise ValueError(f"keypoints must have shape (..., K, 2), got {tuple(keypoints.shape)}")
