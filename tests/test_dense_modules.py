@@ -108,11 +108,12 @@ def test_pointmap_scale_head_follows_the_input_size(tmp_path):
     assert torch.equal(kept, source.scale_head.predictor.block2.layers[0].weight)
 
 
-def test_to_metric_divides_depth_by_scale():
-    canonical = torch.ones(2, 3, 2, 2)
+def test_to_metric_divides_all_three_axes_by_scale():
+    canonical = torch.rand(2, 3, 2, 2) + 0.5
     metric = to_metric(canonical, torch.tensor([2.0, 4.0]))
-    assert torch.equal(metric[:, :2], canonical[:, :2])
-    assert metric[0, 2].unique().item() == 0.5 and metric[1, 2].unique().item() == 0.25
+    torch.testing.assert_close(metric[0], canonical[0] / 2.0)
+    torch.testing.assert_close(metric[1], canonical[1] / 4.0)
+    torch.testing.assert_close(to_metric(canonical, torch.tensor([[2.0], [4.0]])), metric)  # (B, 1) scales
 
 
 def test_scale_branch_too_small_input_is_a_clear_error():

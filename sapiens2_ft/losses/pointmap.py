@@ -1,8 +1,22 @@
-"""Pointmap (per-pixel XYZ in camera space) loss, after the upstream Sapiens2 pointmap terms.
+"""Pointmap (per-pixel canonical XYZ) loss: the terms of the upstream Sapiens2 pointmap head.
 
-Every term is computed per sample on pointmaps divided by that sample's mean ground-truth depth,
-clamped at ``TERM_CLAMP`` per sample, then averaged over the samples that have valid pixels.
-Pointmaps are in the canonical camera space of ``canonical_pointmap`` (focal 768, Z scaled).
+Pointmaps are in the canonical camera of ``canonical_pointmap`` (X, Y and Z multiplied by
+``scale = 768 / fx``). As upstream (``dense/src/models/heads/pointmap_head.py`` and its losses):
+
+- ``l1``, ``multiscale_l1`` and ``shift_invariant_l1`` see prediction and target divided by each
+  sample's mean ground-truth canonical depth; in the total, ``weight x term`` is clamped at ``TERM_CLAMP``.
+- ``silog`` acts on the raw canonical Z, per sample, then averaged over the samples.
+- ``intrinsics`` acts on the raw canonical prediction (canonical metres) with the image's own K.
+- ``normal`` compares normals of pointmap / true scale (metric points).
+- Pixel means pool the batch: the sum over every valid pixel of every sample (and over the 3 channels
+  for the XYZ terms) divided by the number of valid pixels in the batch.
+- The target is 0 outside the mask; the prediction there is used as it is where it enters the border of
+  the mask (bilinear upsampling of ``multiscale_l1``, right / lower neighbours of ``normal``).
+
+Deviations, for robustness only (identical values on finite inputs with valid pixels): non-finite values
+are not zeroed (upstream's ``nan_to_num``), so the trainer's non-finite guard sees them; SiLog leaves out
+samples without valid pixels (upstream filters such samples in its data pipeline) and its square root
+has a zero gradient below 1e-12 instead of an infinite one.
 """
 
 from __future__ import annotations
@@ -12,111 +26,109 @@ import torch.nn.functional as F
 
 from sapiens2_ft.losses.normal import as_mask
 
-TERM_CLAMP = 4.0
-SILOG_LAMBDA = 0.85
+TERM_CLAMP = 4.0  # on weight x term, for CLAMPED_TERMS
+CLAMPED_TERMS = ("l1", "multiscale_l1", "shift_invariant_l1")
+MULTISCALE_FACTOR = 2  # bilinear upsampling of the multiscale term (upstream configs: scale_factor=2)
+SILOG_LAMBDA = 0.5
+LOG_CLAMP = 1e-4  # depths are clamped here before the log
+NORMAL_AMPLIFICATION = 100.0  # finite differences are multiplied by this before the cross product
+NORMAL_EPS = 1e-6  # a normal exists where |cross product| exceeds this
 DEFAULT_WEIGHTS = {
     "l1": 2.0, "multiscale_l1": 1.0, "shift_invariant_l1": 1.0, "silog": 1.0, "intrinsics": 1.0, "normal": 2.0,
     "scale": 4.0,
 }  # fmt: skip
 
 
-def _per_sample_mean(value: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-sample mean of value (B, C, H, W) over channels and valid pixels of mask (B, 1, H, W), and counts (B,)."""
-    count = mask.sum(dim=(1, 2, 3))
-    total = torch.where(mask > 0, value, 0.0).sum(dim=(1, 2, 3))
-    return total / (count * value.shape[1]).clamp_min(1.0), count
-
-
-def _reduce(per_sample: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
-    """Clamp each sample's term at TERM_CLAMP and average over the samples with valid pixels."""
-    has = (count > 0).to(per_sample.dtype)
-    return (per_sample.clamp(max=TERM_CLAMP) * has).sum() / has.sum().clamp_min(1.0)
+def pixel_mean(value: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Sum of ``value`` (B, C, H, W) over its channels, averaged over the valid pixels of the whole batch."""
+    return torch.where(mask > 0, value, 0.0).sum() / mask.sum().clamp_min(1.0)
 
 
 def masked_l1(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Per-channel L1 over valid pixels, reduced over the batch."""
-    return _reduce(*_per_sample_mean((pred - target).abs(), mask))
+    """L1 summed over channels, mean over the batch's valid pixels."""
+    return pixel_mean((pred - target).abs(), mask)
 
 
-def multiscale_l1(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, factors=(2, 4)) -> torch.Tensor:
-    """L1 between masked averages over k x k blocks (k in ``factors``), averaged over the scales."""
-    terms = []
-    for k in factors:
-        if min(pred.shape[-2:]) < k:
-            continue
-        pooled_mask = F.avg_pool2d(mask, k)
-        denom = pooled_mask.clamp_min(1e-6)
-        p = F.avg_pool2d(pred * mask, k) / denom
-        t = F.avg_pool2d(target * mask, k) / denom
-        terms.append(masked_l1(p, t, (pooled_mask > 0).to(mask.dtype)))
-    return torch.stack(terms).mean() if terms else pred.sum() * 0.0
+def multiscale_l1(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor,
+                  factor: int = MULTISCALE_FACTOR) -> torch.Tensor:
+    """``masked_l1`` after bilinear upsampling of prediction and target by ``factor`` (nearest for the mask)."""
+    def up(x: torch.Tensor) -> torch.Tensor:
+        return F.interpolate(x, scale_factor=factor, mode="bilinear", align_corners=False)
+
+    return masked_l1(up(pred), up(target), F.interpolate(mask, scale_factor=factor, mode="nearest"))
 
 
-def masked_median(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Per-sample, per-channel median over valid pixels: x (B, C, H, W), mask (B, 1, H, W) -> (B, C, 1, 1)."""
-    out = x.new_zeros(x.shape[0], x.shape[1], 1, 1)
-    for b in range(x.shape[0]):
-        valid = mask[b, 0] > 0
-        if valid.any():
-            out[b, :, 0, 0] = x[b][:, valid].median(dim=1).values
-    return out
+def masked_centroid(points: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-sample mean point over the valid pixels: (B, 3, H, W) -> (B, 3, 1, 1) (upstream's +1e-6 denominator)."""
+    total = torch.where(mask > 0, points, 0.0).sum(dim=(2, 3), keepdim=True)
+    return total / (mask.sum(dim=(2, 3), keepdim=True) + 1e-6)
 
 
 def shift_invariant_l1(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """L1 after subtracting each sample's masked median (per channel) from prediction and target."""
-    return masked_l1(pred - masked_median(pred, mask), target - masked_median(target, mask), mask)
+    """``masked_l1`` after subtracting each sample's masked centroid from prediction and target."""
+    return masked_l1(pred - masked_centroid(pred, mask), target - masked_centroid(target, mask), mask)
 
 
-def silog(pred_z: torch.Tensor, target_z: torch.Tensor, mask: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
-    """Variance-style SiLog on depth: mean(d^2) - lambda * mean(d)^2 with d = log(pred) - log(target)."""
-    mask = mask * (target_z > eps).to(mask.dtype)
-    d = torch.log(pred_z.clamp_min(eps)) - torch.log(target_z.clamp_min(eps))
-    mean_sq, count = _per_sample_mean(d.pow(2), mask)
-    mean, _ = _per_sample_mean(d, mask)
-    return _reduce(mean_sq - SILOG_LAMBDA * mean.pow(2), count)
+def silog(pred_z: torch.Tensor, target_z: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per sample sqrt(mean(d^2) - 0.5 mean(d)^2), d = log(target) - log(pred) on valid pixels; mean of samples."""
+    d = torch.log(target_z.clamp_min(LOG_CLAMP)) - torch.log(pred_z.clamp_min(LOG_CLAMP))
+    d = torch.where(mask > 0, d, 0.0).flatten(1)
+    count = mask.flatten(1).sum(dim=1)
+    mean_sq = d.pow(2).sum(dim=1) / count.clamp_min(LOG_CLAMP)
+    mean = d.sum(dim=1) / count.clamp_min(LOG_CLAMP)
+    per_sample = (mean_sq - SILOG_LAMBDA * mean.pow(2)).clamp_min(1e-12).sqrt()
+    has = (count > 0).to(per_sample.dtype)
+    return (per_sample * has).sum() / has.sum().clamp_min(1.0)
+
+
+def intrinsics_consistency(points: torch.Tensor, intrinsics: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """|X - (u - cx) Z / fx| + |Y - (v - cy) Z / fy| over the batch's valid pixels (same units as ``points``).
+
+    points (B, 3, H, W) canonical XYZ; intrinsics (B, 3, 3) K of the image (not the canonical one: the
+    canonical rescale keeps X/Z and Y/Z). Pixel (row v, column u).
+    """
+    h, w = points.shape[-2:]
+    K = intrinsics.to(points.dtype)
+    fx, fy, cx, cy = (K[:, i, j].view(-1, 1, 1) for i, j in ((0, 0), (1, 1), (0, 2), (1, 2)))
+    u = torch.arange(w, device=points.device, dtype=points.dtype).view(1, 1, w)
+    v = torch.arange(h, device=points.device, dtype=points.dtype).view(1, h, 1)
+    x, y, z = points[:, 0], points[:, 1], points[:, 2]
+    residual = (x - (u - cx) * z / fx).abs() + (y - (v - cy) * z / fy).abs()
+    return pixel_mean(residual.unsqueeze(1), mask)
 
 
 def pointmap_normals(points: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Unit normals (B, 3, H-1, W-1) from the cross product of forward differences, and their validity mask.
+    """Unit normals (B, 3, H, W) of a pointmap and where they exist (B, 1, H, W), as upstream's normal term.
 
-    A normal is valid when the pixel and its right and lower neighbours are valid and the cross
-    product is not degenerate.
+    Right and lower differences on the reflect-padded map (the last column / row looks back), times
+    ``NORMAL_AMPLIFICATION``, crossed; a normal exists on a valid pixel whose cross product is longer than
+    ``NORMAL_EPS``, and is zero elsewhere.
     """
-    origin = points[..., :-1, :-1]
-    dx = points[..., :-1, 1:] - origin
-    dy = points[..., 1:, :-1] - origin
-    normal = torch.cross(dx, dy, dim=1)
-    valid = mask[..., :-1, :-1] * mask[..., :-1, 1:] * mask[..., 1:, :-1]
-    return F.normalize(normal, dim=1, eps=1e-12), valid
+    padded = F.pad(points, (1, 1, 1, 1), mode="reflect")
+    centre = padded[..., 1:-1, 1:-1]
+    dx = (padded[..., 1:-1, 2:] - centre) * NORMAL_AMPLIFICATION
+    dy = (padded[..., 2:, 1:-1] - centre) * NORMAL_AMPLIFICATION
+    (ax, ay, az), (bx, by, bz) = dx.unbind(1), dy.unbind(1)
+    # the cross product written out: equal differences (both neighbours outside the mask) give exactly 0,
+    # where torch.cross's fused multiply-adds can leave a rounding residue above NORMAL_EPS
+    normal = torch.stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], dim=1)
+    length = normal.norm(dim=1, keepdim=True)
+    exists = (length > NORMAL_EPS) & (mask > 0)
+    return normal / length.clamp_min(NORMAL_EPS) * exists, exists
 
 
-def normal_consistency(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean 1 - cos between the pointmap-derived normals of prediction and target."""
-    if min(pred.shape[-2:]) < 2:
+def normal_consistency(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor,
+                       scale: torch.Tensor) -> torch.Tensor:
+    """(1 - cos) + mean over channels |n_pred - n_target| of ``pointmap_normals`` of pointmap / ``scale`` (B,),
+    averaged over the pixels where the target's normal exists (a missing predicted normal counts as zero)."""
+    if min(pred.shape[-2:]) < 2:  # no neighbours to differentiate
         return pred.sum() * 0.0
-    n_pred, _ = pointmap_normals(pred, mask)
-    n_tgt, valid = pointmap_normals(target, mask)
-    valid = valid * (n_tgt.norm(dim=1, keepdim=True) > 0.5).to(valid.dtype)
-    return _reduce(*_per_sample_mean(1.0 - (n_pred * n_tgt).sum(1, keepdim=True), valid))
-
-
-def intrinsics_consistency(points: torch.Tensor, intrinsics: torch.Tensor, focal: float, mask: torch.Tensor,
-                           eps: float = 1e-4) -> torch.Tensor:
-    """L1 between each point's ray (X/Z, Y/Z) and the ray of its pixel under the canonical camera.
-
-    points (B, 3, H, W) canonical XYZ, intrinsics (B, 3, 3) of the image (cx, cy and fy/fx are kept,
-    fx becomes ``focal``): pixel (row i, col j) sees the ray ((j - cx) / focal, (i - cy) / (focal fy / fx)).
-    """
-    h, w = points.shape[-2:]
-    K = intrinsics.float()
-    fy = (focal * K[:, 1, 1] / K[:, 0, 0]).view(-1, 1, 1)
-    cols = torch.arange(w, device=points.device, dtype=torch.float32).view(1, 1, w)
-    rows = torch.arange(h, device=points.device, dtype=torch.float32).view(1, h, 1)
-    ray = torch.stack([((cols - K[:, 0, 2].view(-1, 1, 1)) / focal).expand(-1, h, w),
-                       ((rows - K[:, 1, 2].view(-1, 1, 1)) / fy).expand(-1, h, w)], dim=1)
-    z = points[:, 2:3]
-    mask = mask * (z > eps).to(mask.dtype)
-    return _reduce(*_per_sample_mean((points[:, :2] / z.clamp_min(eps) - ray).abs(), mask))
+    s = scale.reshape(-1, 1, 1, 1)
+    n_pred, _ = pointmap_normals(pred / s, mask)
+    n_tgt, exists = pointmap_normals(target / s, mask)
+    cos = (n_pred * n_tgt).sum(dim=1, keepdim=True).clamp(-1.0, 1.0)
+    per_pixel = (1.0 - cos) + (n_pred - n_tgt).abs().mean(dim=1, keepdim=True)
+    return pixel_mean(per_pixel, exists.to(per_pixel.dtype))
 
 
 def pointmap_loss(
@@ -127,43 +139,48 @@ def pointmap_loss(
     target_scale: torch.Tensor | None = None,
     weights: dict[str, float] | None = None,
     intrinsics: torch.Tensor | None = None,
-    canonical_focal: float = 768.0,
 ) -> dict[str, torch.Tensor]:
-    """pred/target (B, 3, H, W) XYZ (Z = depth), mask (B, [1,] H, W) of valid pixels.
+    """pred/target (B, 3, H, W) canonical XYZ (Z = depth), mask (B, [1,] H, W) of valid pixels.
 
-    Terms: ``l1``, ``multiscale_l1``, ``shift_invariant_l1``, ``silog``, ``normal``; ``intrinsics``
-    (``intrinsics_consistency`` of pred, only when the (B, 3, 3) ``intrinsics`` are given); ``scale``
-    (per-sample L1 of the predicted vs ground-truth scale, only when both scales are given).
-    ``weights`` overrides entries of ``DEFAULT_WEIGHTS``. Returns the unweighted terms plus ``loss``.
+    Terms: ``l1``, ``multiscale_l1``, ``shift_invariant_l1``, ``silog``, ``normal`` (on pointmap /
+    ``target_scale``, the true scales (B,); 1 when not given); ``intrinsics`` (only when the image's
+    (B, 3, 3) ``intrinsics`` are given); ``scale`` (mean L1 of ``pred_scale`` vs ``target_scale``, only
+    when both are given). ``weights`` overrides entries of ``DEFAULT_WEIGHTS``. Returns the unweighted,
+    unclamped terms plus ``loss`` = sum of weight x term, that product clamped at ``TERM_CLAMP`` for
+    ``CLAMPED_TERMS``.
     """
     if pred.shape != target.shape or pred.ndim != 4 or pred.shape[1] != 3:
         raise ValueError(
             f"pointmap_loss: expected pred and target (B, 3, H, W), got {tuple(pred.shape)} and {tuple(target.shape)}"
         )
-    if (pred_scale is None) != (target_scale is None):
-        raise ValueError("pointmap_loss: give both pred_scale and target_scale, or neither")
+    if pred_scale is not None and target_scale is None:
+        raise ValueError("pointmap_loss: pred_scale needs target_scale (the true scales)")
     unknown = set(weights or {}) - set(DEFAULT_WEIGHTS)
     if unknown:
         raise ValueError(f"pointmap_loss: unknown weight names {sorted(unknown)}; known: {sorted(DEFAULT_WEIGHTS)}")
     w = {**DEFAULT_WEIGHTS, **(weights or {})}
+    b = pred.shape[0]
     pred, target = pred.float(), target.float()
     m = as_mask(mask, pred)
-    target = torch.where(m > 0, target, 0.0)  # invalid pixels may hold NaN/garbage
-    depth, _ = _per_sample_mean(target[:, 2:3], m)
-    norm = depth.abs().clamp_min(1e-6).view(-1, 1, 1, 1)
-    p, t = pred / norm, target / norm
+    target = torch.where(m > 0, target, 0.0)  # invalid pixels are 0 (as upstream's targets); may hold NaN here
+    count = m.sum(dim=(1, 2, 3), keepdim=True)
+    mean_depth = target[:, 2:3].sum(dim=(1, 2, 3), keepdim=True) / count.clamp_min(1.0)
+    mean_depth = torch.where(count > 0, mean_depth.clamp_min(1e-6), 1.0)
+    p, t = pred / mean_depth, target / mean_depth
+    true_scale = pred.new_ones(b) if target_scale is None else torch.as_tensor(
+        target_scale, dtype=torch.float32, device=pred.device).reshape(b)
     terms = {
         "l1": masked_l1(p, t, m),
         "multiscale_l1": multiscale_l1(p, t, m),
         "shift_invariant_l1": shift_invariant_l1(p, t, m),
-        "silog": silog(p[:, 2:3], t[:, 2:3], m),
-        "normal": normal_consistency(p, t, m),
+        "silog": silog(pred[:, 2:3], target[:, 2:3], m),
+        "normal": normal_consistency(pred, target, m, true_scale),
     }
     if intrinsics is not None:
-        terms["intrinsics"] = intrinsics_consistency(pred, intrinsics, canonical_focal, m)
+        terms["intrinsics"] = intrinsics_consistency(pred, intrinsics.float(), m)
     if pred_scale is not None:
-        ps = torch.as_tensor(pred_scale, dtype=torch.float32, device=pred.device).reshape(pred.shape[0], -1)
-        ts = torch.as_tensor(target_scale, dtype=torch.float32, device=pred.device).reshape(pred.shape[0], -1)
-        terms["scale"] = (ps - ts).abs().mean(dim=1).clamp(max=TERM_CLAMP).mean()
-    terms["loss"] = sum(w[name] * value for name, value in terms.items())
+        ps = torch.as_tensor(pred_scale, dtype=torch.float32, device=pred.device).reshape(b)
+        terms["scale"] = (ps - true_scale).abs().mean()
+    weighted = {name: w[name] * value for name, value in terms.items()}
+    terms["loss"] = sum(v.clamp(max=TERM_CLAMP) if k in CLAMPED_TERMS else v for k, v in weighted.items())
     return terms

@@ -5,13 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics import Metric
 
-from sapiens2_ft.losses.pointmap import pointmap_normals
 from sapiens2_ft.metrics.normal import angular_error_deg, flatten_mask
 
 THRESHOLDS_M = (0.05, 0.10, 0.20)
+
+
+def forward_normals(points: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Unit normals (B, 3, H-1, W-1) from the cross product of forward differences, and their validity mask
+    (B, 1, H-1, W-1): the pixel and its right and lower neighbours are valid."""
+    origin = points[..., :-1, :-1]
+    normal = torch.cross(points[..., :-1, 1:] - origin, points[..., 1:, :-1] - origin, dim=1)
+    valid = mask[..., :-1, :-1] * mask[..., :-1, 1:] * mask[..., 1:, :-1]
+    return F.normalize(normal, dim=1, eps=1e-12), valid
 
 
 class PointmapMetrics(Metric):
@@ -50,8 +59,8 @@ class PointmapMetrics(Metric):
         self.within += torch.stack([(l2 < t).sum() for t in THRESHOLDS_M]).double()
         if min(pred.shape[-2:]) >= 2:
             m = valid.unsqueeze(1).double()
-            n_pred, _ = pointmap_normals(pred.double(), m)
-            n_tgt, ok = pointmap_normals(torch.where(valid.unsqueeze(1), target.double(), 0.0), m)
+            n_pred, _ = forward_normals(pred.double(), m)
+            n_tgt, ok = forward_normals(torch.where(valid.unsqueeze(1), target.double(), 0.0), m)
             ok = (ok[:, 0] > 0) & (n_tgt.norm(dim=1) > 0.5)
             angle = angular_error_deg(n_pred, n_tgt)[ok].to(self.device)
             self.normal_count += angle.numel()

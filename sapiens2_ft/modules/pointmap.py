@@ -1,8 +1,9 @@
 """Pointmaps: a Sapiens2 pointmap model (canonical XYZ per pixel + a focal scale) trained with the pointmap loss set.
 
-Targets are camera XYZ re-expressed for a canonical camera of focal 768 (Z multiplied by
-``scale = 768 / fx``, see ``datamodules.dense_transforms.canonical_pointmap``); the scale branch
-predicts ``scale`` from the image, so metric points are ``(X, Y, Z_canonical / scale)``.
+Targets are camera XYZ re-expressed for a canonical camera of focal 768, as upstream: X, Y and Z are
+all multiplied by ``scale = 768 / fx`` (see ``datamodules.dense_transforms.canonical_pointmap``); the
+scale branch predicts ``scale`` from the image, so metric points are ``canonical / scale`` on all three
+axes (as transformers' ``post_process_pointmap_estimation``).
 Train: ``pointmap_loss`` on canonical XYZ over valid pixels (L1, multi-scale L1, shift-invariant
 L1, SiLog on Z, intrinsics and normal consistency, scale L1). Val: metric-space L2, per-axis MAE,
 RMSE, % within 5 / 10 / 20 cm and normal angle, using the predicted scale (the ground-truth one
@@ -31,9 +32,9 @@ MIN_SCALE = 1e-3
 
 
 def to_metric(canonical: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """Canonical XYZ (B, 3, H, W) and scales (B,) -> camera XYZ: Z divided by the scale."""
-    s = scale.float().reshape(-1, 1, 1).clamp_min(MIN_SCALE)
-    return torch.cat([canonical[:, :2], canonical[:, 2:] / s.unsqueeze(1)], dim=1)
+    """Canonical XYZ (B, 3, H, W) and scales (B,) or (B, 1) -> camera XYZ: all three divided by the scale
+    (clamped at ``MIN_SCALE``, so a degenerate predicted scale cannot blow up the points)."""
+    return canonical / scale.float().reshape(-1, 1, 1, 1).clamp_min(MIN_SCALE)
 
 
 def depth_png(z: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -59,7 +60,8 @@ class PointmapModule(DenseTaskModule):
         attn_implementation: ``sdpa`` or ``eager``.
         loss_weights: Weights of ``l1``, ``multiscale_l1``, ``shift_invariant_l1``, ``silog``,
             ``intrinsics``, ``normal``, ``scale`` (default 2, 1, 1, 1, 1, 2, 4).
-        canonical_focal: Focal length of the canonical camera (must match the data's, 768).
+        canonical_focal: Focal length of the canonical camera of the targets (768, as the data and the
+            released models); checked against the first training batch (``scale x fx``).
         optim: Optimiser and schedule.
         scale: Activation checkpointing and FSDP2 options (``sapiens2_ft.models.sharding.ScaleConfig``).
     """
@@ -97,13 +99,22 @@ class PointmapModule(DenseTaskModule):
             outputs["scale"] = out.scales.reshape(-1)
         return outputs
 
+    def check_focal(self, batch: dict) -> None:
+        """The data's canonical focal (scale x fx of the image) must be ``canonical_focal``; checked once."""
+        if getattr(self, "_focal_checked", False):
+            return
+        focal = (batch["scale"].double().reshape(-1) * batch["intrinsics"].double()[:, 0, 0]).cpu()
+        expected = float(self.hparams.canonical_focal)
+        if not torch.allclose(focal, torch.full_like(focal, expected), rtol=1e-3):
+            raise ValueError(f"model.canonical_focal is {expected:g} but the data's targets use a canonical focal of "
+                             f"{focal.tolist()} (scale x fx); set them equal")
+        self._focal_checked = True
+
     def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
-        has_scale = "scale" in outputs
+        self.check_focal(batch)
         return pointmap_loss(outputs["pointmap"], batch["pointmap"], batch["mask"],
-                             pred_scale=outputs["scale"] if has_scale else None,
-                             target_scale=batch["scale"] if has_scale else None,
-                             weights=self.hparams.loss_weights, intrinsics=batch["intrinsics"],
-                             canonical_focal=self.hparams.canonical_focal)
+                             pred_scale=outputs.get("scale"), target_scale=batch["scale"],
+                             weights=self.hparams.loss_weights, intrinsics=batch["intrinsics"])
 
     def _metric(self, outputs: dict, batch: dict) -> torch.Tensor:
         scale = outputs["scale"] if "scale" in outputs else batch.get("scale")
