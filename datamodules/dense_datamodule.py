@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Literal
 
@@ -10,10 +11,12 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from datamodules.data_check import DataReport, check_dense, fail_or_warn
+from datamodules.dense_augment import DenseAugment, resolve_augment, validation_fit
 from datamodules.dense_dataset import DenseDataset
-from datamodules.loaders import make_loader
 from datamodules.dense_files import TASKS, list_samples
-from datamodules.dense_transforms import DenseAugment, flip_classes_from_names
+from datamodules.dense_filters import DenseFilter
+from datamodules.dense_transforms import flip_classes_from_names
+from datamodules.loaders import make_loader
 from datamodules.pose_datamodule import SyntheticData
 from sapiens2_ft.body_parts import resolve_class_names
 from sapiens2_ft.checkpoints import plain_hparams
@@ -32,7 +35,11 @@ class DenseDataModule(L.LightningDataModule):
         class_names: Segmentation class names (default: the Sapiens2 29 classes when ``num_classes=29``).
         flip_classes: Index map of classes swapped by a horizontal flip (default: Left_* <-> Right_*
             pairs of ``class_names``).
-        augment: Training augmentation.
+        augment: Training augmentation; unset fields take the task's upstream defaults (matting: the
+            generic set). Validation resizes as the training pipeline's last step (seg: stretched to
+            ``input_size``; the others: letterboxed).
+        filter: Checks that leave a training sample out after augmentation (upstream's; counted in
+            ``summary.json`` as ``filtered_samples``).
         batch_size: Samples per device per step.
         val_batch_size: Validation batch size (default: ``batch_size``).
         num_workers: DataLoader worker processes.
@@ -53,6 +60,7 @@ class DenseDataModule(L.LightningDataModule):
         class_names: list[str] | None = None,
         flip_classes: list[int] | None = None,
         augment: DenseAugment = DenseAugment(),
+        filter: DenseFilter = DenseFilter(),
         batch_size: int = 16,
         val_batch_size: int | None = None,
         num_workers: int = 2,
@@ -68,8 +76,10 @@ class DenseDataModule(L.LightningDataModule):
         # unresolved and Lightning refuses to merge differing values.
         self.save_hyperparameters(ignore=["class_names"])
         plain_hparams(self)  # checkpoints stay loadable with weights_only=True
-        # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the objects here.
-        self.augment = DenseAugment(**augment) if isinstance(augment, dict) else augment
+        # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the objects here. hparams keep
+        # augment as given (unset = the task's default, resolved the same way on every load).
+        self.augment = resolve_augment(augment, task)
+        self.filter = DenseFilter(**filter) if isinstance(filter, dict) else filter
         self.synthetic = SyntheticData(**synthetic) if isinstance(synthetic, dict) else synthetic
         self.root = Path(root)
         self.class_names = class_names = resolve_class_names(num_classes, class_names)
@@ -94,8 +104,9 @@ class DenseDataModule(L.LightningDataModule):
         self.skipped[split] = dict(skipped)
         detail = ", ".join(f"{n} {why}" for why, n in skipped.items()) or "none"
         rank_zero_info(f"{split}: {len(samples)} {hp.task} images (skipped: {detail})")
+        filter = self.filter if augment is not None or self.filter.val else None
         return DenseDataset(samples, hp.task, hp.input_size, hp.num_classes, self.flip_classes, augment,
-                            hp.on_bad_sample)
+                            hp.on_bad_sample, filter=filter, fit=validation_fit(self.augment, hp.task))
 
     def check(self, decode: bool = True) -> DataReport:
         """Every problem of the train and val splits: missing targets, and with ``decode`` every file's content."""
@@ -107,6 +118,8 @@ class DenseDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if stage in ("fit", None) and self.train_set is None:
             fail_or_warn(self.check(decode=False), self.hparams.on_bad_sample)
+            chosen = ", ".join(f"{k} {v}" for k, v in asdict(self.augment).items() if v is not None and k != "pipeline")
+            rank_zero_info(f"{self.hparams.task} augmentation, {self.augment.pipeline!r} pipeline: {chosen}")
             self.train_set = self._dataset(self.hparams.train_split, self.augment)
         if stage in ("fit", "validate", None) and self.val_set is None:
             self.val_set = self._dataset(self.hparams.val_split, None)

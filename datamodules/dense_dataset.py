@@ -9,9 +9,11 @@ import torch
 from torch.utils.data import Dataset
 
 from datamodules import dense_files as files
-from datamodules.loaders import is_padding, replace_bad_samples, sample_rng
+from datamodules.dense_augment import DenseAugment, resolve_augment, validation_fit
 from datamodules.dense_files import DenseSample
-from datamodules.dense_transforms import CANONICAL_FOCAL, DenseAugment, DenseTransform, canonical_pointmap
+from datamodules.dense_filters import DenseFilter
+from datamodules.dense_transforms import CANONICAL_FOCAL, DenseTransform, canonical_pointmap
+from datamodules.loaders import FilteredSample, is_padding, replace_bad_samples, sample_rng
 from datamodules.pose_dataset import read_image
 
 
@@ -81,20 +83,27 @@ class DenseDataset(Dataset):
     the XYZ of its nearest source pixel); matting ``alpha`` (1, H, W) + ``foreground`` (3, H, W) in
     [0, 1] (zeros without a foreground file) + ``has_foreground`` bool.
 
+    ``augment`` (unset fields: the task's defaults, see ``dense_augment``) makes it a training set; without it
+    images are resized by ``fit`` (default: the one matching the task's training pipeline). ``filter``: samples
+    it leaves out are replaced by the next one and counted (``filtered_samples``); by default training sets
+    are filtered with the upstream checks, validation sets are not.
     ``on_bad_sample="skip"``: a sample raising DataError is warned about and replaced by the next one;
     the item counts the replaced ones (``bad_samples_replaced``).
     """
 
     def __init__(self, samples: list[DenseSample], task: str, input_size: tuple[int, int], num_classes: int = 29,
-                 flip_classes=None, augment: DenseAugment | None = None,
-                 on_bad_sample: Literal["error", "skip"] = "error", canonical_focal: float = CANONICAL_FOCAL):
+                 flip_classes=None, augment: DenseAugment | dict | None = None,
+                 on_bad_sample: Literal["error", "skip"] = "error", canonical_focal: float = CANONICAL_FOCAL,
+                 filter: DenseFilter | None = None, fit: str | None = None):
         if task not in files.TASKS:
             raise ValueError(f"dense_dataset.py: unknown task {task!r}; expected one of {files.TASKS}")
         self.samples = samples
         self.task = task
         self.num_classes = num_classes
-        self.transform = DenseTransform(input_size, augment, flip_classes, num_classes)
-        self.augment = augment
+        self.augment = resolve_augment(augment, task) if augment is not None else None
+        fit = fit or validation_fit(self.augment, task)
+        self.transform = DenseTransform(input_size, self.augment, flip_classes, num_classes, fit)
+        self.filter = filter if filter is not None else (DenseFilter() if self.augment is not None else None)
         self.on_bad_sample = on_bad_sample
         self.canonical_focal = canonical_focal
         self._rng: np.random.Generator | None = None
@@ -113,7 +122,11 @@ class DenseDataset(Dataset):
         sample = self.samples[index]
         data = load_sample(sample, self.task, self.num_classes)
         data = self.transform(data, rng)
-        return {**to_item(data, self.task, self.canonical_focal), "name": sample.name}
+        item = to_item(data, self.task, self.canonical_focal)
+        left_out = self.filter.reason(item, "mask" in sample.files) if self.filter is not None else None
+        if left_out is not None:
+            raise FilteredSample(sample.name, *left_out)
+        return {**item, "name": sample.name}
 
     def __getitem__(self, key) -> dict:
         """``key``: an index, ``(index, epoch_seed)`` from the training sampler, or a validation

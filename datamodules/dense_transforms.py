@@ -1,21 +1,24 @@
-"""Dense-task geometry and augmentation: scale + crop/letterbox, horizontal flip, intrinsics, pointmaps.
+"""Dense-task geometry: affine warps (scale, crop / letterbox, stretch, rotation), horizontal flip, intrinsics,
+pointmaps, and the transform that applies a training pipeline (``dense_augment``) or the validation resize.
 
 A sample is a dict of numpy arrays: ``image`` HxWx3 uint8 plus any of ``labels`` HxW uint8,
 ``normals`` HxWx3, ``mask`` HxW bool, ``depth`` HxW, ``pointmap`` HxWx3, ``K`` 3x3, ``alpha`` HxW,
 ``foreground`` HxWx3 (floats are float32). Every geometric step moves all of them together:
 
-- resize/crop/pad is one affine ``A`` (source -> output pixel centres, cv2.warpAffine convention);
+- resize/crop/pad/rotate is one affine ``A`` (source -> output pixel centres, cv2.warpAffine convention);
   labels / mask / depth / pointmap use nearest (never bilinear), normals linear then renormalised,
   image / alpha / foreground linear; ``K' = [A; 0 0 1] @ K`` (fx, fy scale; cx, cy scale + shift).
+  A rotation (``roll``) also turns the normals' (n_x, n_y) by the same angle; samples with intrinsics
+  (pointmaps) are not rotated.
 - horizontal flip (after the warp): labels through the ``flip_classes`` map, normals n_x negated,
   pointmap X negated, ``cx' = W - 1 - cx``; depth / mask / alpha / foreground only mirrored.
-Padding: labels 255 (ignore), mask False, depth / pointmap / alpha / foreground / image 0.
-Photometric changes (albumentations) touch the image only.
+Padding: labels 255 (ignore; a rotation's corners may use 0), mask False, depth / pointmap / alpha /
+foreground / image 0. Photometric changes touch the image only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
@@ -23,27 +26,12 @@ import numpy as np
 from datamodules.synthetic.parts import SAPIENS2_PART_CLASSES
 from datamodules.transforms.photometric import photometric_pipeline
 
+if TYPE_CHECKING:
+    from datamodules.dense_augment import DenseAugment
+
 CANONICAL_FOCAL = 768.0
 IGNORE_INDEX = 255
-
-
-@dataclass
-class DenseAugment:
-    """Training augmentation of dense samples.
-
-    Args:
-        flip_prob: Horizontal flip (left/right classes swapped, n_x / X negated, cx mirrored).
-        scale_range: Random scale multiplier of the letterbox fit; > 1 crops, < 1 pads.
-        photometric_prob: Brightness / contrast / hue / saturation distortion (image only).
-        blur_prob: Gaussian or median blur (image only).
-        dropout_prob: Coarse dropout of one image rectangle (targets untouched).
-    """
-
-    flip_prob: float = 0.5
-    scale_range: tuple[float, float] = (0.75, 1.5)
-    photometric_prob: float = 0.5
-    blur_prob: float = 0.1
-    dropout_prob: float = 0.0
+FITS = ("letterbox", "stretch")
 
 
 def flip_classes_from_names(class_names) -> list[int]:
@@ -84,6 +72,36 @@ def scale_offset_matrix(scale: float, offset_x: float, offset_y: float) -> np.nd
     return np.array([[scale, 0.0, offset_x + shift], [0.0, scale, offset_y + shift]])
 
 
+def stretch_matrix(shape: tuple[int, int], size: tuple[int, int]) -> np.ndarray:
+    """2x3 affine stretching an image of ``shape`` (H, W) to fill ``size`` (H, W) (aspect not kept)."""
+    sx, sy = size[1] / shape[1], size[0] / shape[0]
+    return np.array([[sx, 0.0, 0.5 * (sx - 1.0)], [0.0, sy, 0.5 * (sy - 1.0)]])
+
+
+def rotation_matrix(degrees: float, shape: tuple[int, int]) -> np.ndarray:
+    """2x3 affine turning an image of ``shape`` (H, W) by ``degrees`` about its centre, counter-clockwise as
+    displayed (the cv2.getRotationMatrix2D convention)."""
+    return cv2.getRotationMatrix2D(((shape[1] - 1) / 2.0, (shape[0] - 1) / 2.0), float(degrees), 1.0)
+
+
+def compose(*matrices: np.ndarray) -> np.ndarray:
+    """2x3 affine of applying ``matrices`` in order (the first one first)."""
+    total = np.eye(3)
+    for matrix in matrices:
+        total = np.vstack([matrix, [0.0, 0.0, 1.0]]) @ total
+    return total[:2]
+
+
+def rotate_normals(normals: np.ndarray, degrees: float) -> np.ndarray:
+    """Normals after the image turns by ``degrees`` (``rotation_matrix`` convention): (n_x, n_y) turn with the
+    image content (a camera roll), n_z is kept."""
+    c, s = np.cos(np.deg2rad(degrees)), np.sin(np.deg2rad(degrees))
+    out = normals.copy()
+    out[..., 0] = c * normals[..., 0] + s * normals[..., 1]
+    out[..., 1] = -s * normals[..., 0] + c * normals[..., 1]
+    return out
+
+
 def update_intrinsics(K: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     """K after the image is warped by the 2x3 pixel affine ``matrix``."""
     return (np.vstack([matrix, [0.0, 0.0, 1.0]]) @ K.astype(np.float64)).astype(np.float32)
@@ -106,22 +124,28 @@ def back_project(depth: np.ndarray, K: np.ndarray) -> np.ndarray:
 
 
 def canonical_pointmap(depth: np.ndarray, K: np.ndarray, canonical_focal: float = CANONICAL_FOCAL):
-    """Camera XYZ re-expressed for a camera of focal ``canonical_focal``; returns ``(xyz, scale)``.
+    """Camera XYZ in the canonical camera of focal ``canonical_focal``, as upstream; returns ``(xyz, scale)``.
 
-    ``scale = canonical_focal / fx``. Convention: X and Y are kept and Z is multiplied by ``scale``,
-    so projecting the canonical points with focal ``canonical_focal`` (and the same cx, cy) lands on
-    the same pixels: ``canonical_focal * X / (scale * Z) = fx * X / Z``. (For fy != fx the v axis
-    projects with ``canonical_focal * fy / fx``.) Metric points back: ``Z = Z_canonical / scale``.
-    ``depth`` may also be an HxWx3 camera pointmap (then only its Z is rescaled).
+    ``scale = canonical_focal / fx``; X, Y and Z are all multiplied by it (the scene shrinks or grows about
+    the camera centre, so X/Z and Y/Z are kept and every point still projects to its pixel through K).
+    Metric points back: ``xyz / scale``. ``depth`` may also be an HxWx3 camera pointmap.
     """
-    xyz = back_project(depth, K) if depth.ndim == 2 else depth.astype(np.float32).copy()
+    xyz = back_project(depth, K) if depth.ndim == 2 else depth.astype(np.float32)
     scale = float(canonical_focal) / float(K[0, 0])
-    xyz[..., 2] *= scale
-    return xyz, scale
+    return (xyz * scale).astype(np.float32), scale
 
 
-def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antialias: bool = True) -> dict:
-    """Warp every map of ``sample`` by the 2x3 pixel affine ``matrix`` to ``size`` (H, W)."""
+def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antialias: bool = True,
+                label_border: int = IGNORE_INDEX, roll: float = 0.0) -> dict:
+    """Warp every map of ``sample`` by the 2x3 pixel affine ``matrix`` to ``size`` (H, W).
+
+    ``label_border``: label of pixels from outside the source. ``roll``: degrees of rotation contained in
+    ``matrix`` (``rotation_matrix`` convention); the normals turn by it. A sample with intrinsics ``K`` cannot
+    be rotated (upstream never rotates pointmaps; it would be a camera roll about the principal point only).
+    """
+    if roll and "K" in sample:
+        raise ValueError("dense_transforms.py: samples with intrinsics (pointmaps) are not rotated; set "
+                         "data.augment.rotate_prob to 0")
     dsize = (int(size[1]), int(size[0]))
 
     def warp(array, interpolation, border=0):
@@ -129,14 +153,14 @@ def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antiali
                               borderValue=border)
 
     out = {}
-    scale = float(abs(matrix[0, 0]))
+    scale = float(np.linalg.svd(np.asarray(matrix)[:, :2], compute_uv=False).min())  # the strongest shrink
     for key, value in sample.items():
         if key == "image":
             if antialias and scale < 0.5:  # prefilter a strong downscale (warpAffine has no INTER_AREA)
                 value = cv2.GaussianBlur(value, (0, 0), sigmaX=(1.0 / scale - 1.0) / 2.0)
             out[key] = warp(value, cv2.INTER_LINEAR)
         elif key == "labels":
-            out[key] = warp(value, cv2.INTER_NEAREST, IGNORE_INDEX)
+            out[key] = warp(value, cv2.INTER_NEAREST, label_border)
         elif key == "mask":
             out[key] = warp(value.astype(np.uint8), cv2.INTER_NEAREST) > 0
         elif key in ("depth", "pointmap"):
@@ -144,7 +168,7 @@ def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antiali
         elif key in ("alpha", "foreground"):
             out[key] = warp(value, cv2.INTER_LINEAR)
         elif key == "normals":
-            out[key] = warp(value, cv2.INTER_LINEAR)
+            out[key] = warp(rotate_normals(value, roll) if roll else value, cv2.INTER_LINEAR)
         elif key == "K":
             out[key] = update_intrinsics(value, matrix)
         else:
@@ -188,29 +212,51 @@ def fit_scale(shape: tuple[int, int], size: tuple[int, int]) -> float:
     return min(size[0] / shape[0], size[1] / shape[1])
 
 
-class DenseTransform:
-    """Training (``augment`` set) or validation (deterministic letterbox) transform to ``input_size`` (H, W).
+def letterbox_matrix(shape: tuple[int, int], size: tuple[int, int]) -> np.ndarray:
+    """2x3 affine fitting an image of ``shape`` (H, W) inside ``size`` (H, W), aspect kept, centred."""
+    scale = fit_scale(shape, size)
+    return scale_offset_matrix(scale, (size[1] - shape[1] * scale) / 2, (size[0] - shape[0] * scale) / 2)
 
-    Random draws happen in a fixed order (scale, offsets, flip) whatever their outcome, so two calls
-    with equally seeded generators differing only in ``flip_prob`` give mirror images.
+
+class DenseTransform:
+    """Training (``augment`` set, its ``pipeline``: see ``dense_augment``) or validation transform to
+    ``input_size`` (H, W). Validation resizes by ``fit``: ``letterbox`` (aspect kept, centred, zero padding)
+    or ``stretch`` (the seg recipe's).
+
+    The generic pipeline (today's set, matting's default) draws in a fixed order (scale, offsets, flip)
+    whatever the outcome, so two calls with equally seeded generators differing only in ``flip_prob`` give
+    mirror images. The upstream pipelines draw every step's decision whatever its probability, with the
+    same effect.
     """
 
-    def __init__(self, input_size: tuple[int, int], augment: DenseAugment | None = None,
-                 flip_classes=None, num_classes: int = len(SAPIENS2_PART_CLASSES)):
+    def __init__(self, input_size: tuple[int, int], augment: DenseAugment | dict | None = None, flip_classes=None,
+                 num_classes: int = len(SAPIENS2_PART_CLASSES), fit: str = "letterbox"):
+        if fit not in FITS:
+            raise ValueError(f"dense_transforms.py: fit must be one of {FITS}, got {fit!r}")
         self.input_size = (int(input_size[0]), int(input_size[1]))
-        self.augment = augment
+        self.fit = fit
         flip_classes = SAPIENS2_FLIP_CLASSES if flip_classes is None and num_classes == 29 else flip_classes
         self.flip_table = (check_flip_classes(flip_classes, num_classes) if flip_classes is not None
                            else None)
-        self.photometric = (photometric_pipeline(augment.photometric_prob, augment.blur_prob, augment.dropout_prob)
-                            if augment else None)
+        self.augment, self.pipeline, self.photometric = None, None, None
+        if augment is not None:
+            from datamodules import dense_augment  # the pipelines build on this module
 
-    def matrix(self, shape: tuple[int, int], rng: np.random.Generator | None) -> np.ndarray:
-        """Pixel affine: scale (random when augmenting) then random crop / pad or centred letterbox."""
+            self.augment = augment = dense_augment.resolve_augment(augment)
+            if augment.pipeline == "generic":
+                self.photometric = photometric_pipeline(augment.photometric_prob, augment.blur_prob,
+                                                        augment.dropout_prob)
+            else:
+                self.pipeline = dense_augment.PIPELINES[augment.pipeline](augment, self.input_size,
+                                                                          self.flip_table)
+
+    def matrix(self, shape: tuple[int, int], rng: np.random.Generator | None = None) -> np.ndarray:
+        """Pixel affine: without ``rng`` the validation fit; with it the generic pipeline's random scale
+        (``scale_range`` x the letterbox fit) and random crop / pad."""
+        if rng is None or self.augment is None:
+            return (letterbox_matrix if self.fit == "letterbox" else stretch_matrix)(shape, self.input_size)
         out_h, out_w = self.input_size
         scale = fit_scale(shape, self.input_size)
-        if rng is None or self.augment is None:
-            return scale_offset_matrix(scale, (out_w - shape[1] * scale) / 2, (out_h - shape[0] * scale) / 2)
         low, high = self.augment.scale_range
         scale *= rng.uniform(low, high)
         offsets = []
@@ -220,6 +266,8 @@ class DenseTransform:
         return scale_offset_matrix(scale, *offsets)
 
     def __call__(self, sample: dict, rng: np.random.Generator | None = None) -> dict:
+        if rng is not None and self.pipeline is not None:
+            return self.pipeline(sample, rng)
         out = warp_sample(sample, self.matrix(sample["image"].shape[:2], rng), self.input_size)
         if rng is not None and self.augment is not None:
             if rng.random() < self.augment.flip_prob:

@@ -92,30 +92,63 @@ def sample_rng(key) -> tuple[int, np.random.Generator | None]:
 
 
 MAX_REPLACEMENTS = 16  # unreadable samples in a row replaced before loading gives up
+MAX_FILTERED = 64  # samples in a row left out by a data filter before loading gives up
+FILTER_LOG_LIMIT = 5  # filtered samples named in the log per process; the rest are only counted
+_filter_logged = 0
+
+
+class FilteredSample(Exception):
+    """Raised by a dataset for a readable sample that a data filter leaves out (``data.filter.<check>``): it
+    is replaced like an unreadable one but counted apart (``filtered_samples``), and never an error."""
+
+    def __init__(self, name: str, check: str, reason: str):
+        super().__init__(f"{name}: {reason}")
+        self.check = check
 
 
 def replace_bad_samples(load: Callable[[int], dict], index: int, length: int, on_bad_sample: str) -> dict:
-    """``load(index)``; under ``on_bad_sample="skip"`` a sample raising DataError is replaced by the next
-    readable one, and the item says how many were replaced (``bad_samples_replaced``, summed per run).
-    After ``MAX_REPLACEMENTS`` unreadable samples in a row the data is taken to be gone (an unmounted
-    volume, say) and the error is raised instead of trying every file."""
-    from datamodules.coco_keypoints import DataError
-    from lightning.pytorch.utilities import rank_zero_warn
+    """``load(index)``; a sample raising :class:`FilteredSample`, or DataError under ``on_bad_sample="skip"``,
+    is replaced by the next usable one, and the item says how many were replaced (``bad_samples_replaced``,
+    ``filtered_samples``; summed per run). After ``MAX_REPLACEMENTS`` unreadable samples the data is taken to
+    be gone (an unmounted volume, say), after ``MAX_FILTERED`` filtered ones the filters to be wrong for the
+    data: the error is raised instead of trying every file."""
+    from collections import Counter
 
-    attempts = min(length, MAX_REPLACEMENTS + 1)
-    for attempt in range(attempts):
+    from datamodules.coco_keypoints import DataError
+    from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
+
+    global _filter_logged
+    bad, filtered, last_error, last_filtered, checks = 0, 0, None, None, Counter()
+    for attempt in range(length):
         try:
             item = load((index + attempt) % length)
+        except FilteredSample as err:
+            filtered, last_filtered = filtered + 1, err
+            checks[err.check] += 1
+            if _filter_logged < FILTER_LOG_LIMIT:
+                _filter_logged += 1
+                more = "; further ones are only counted (summary.json: filtered_samples)" if (
+                    _filter_logged == FILTER_LOG_LIMIT) else ""
+                rank_zero_info(f"data.filter left out {err}{more}")
+            if filtered >= MAX_FILTERED:
+                break
+            continue
         except DataError as err:
             if on_bad_sample != "skip":
                 raise
             rank_zero_warn(f"skipping bad sample: {err}")
-            last_error = err
+            bad, last_error = bad + 1, err
+            if bad > MAX_REPLACEMENTS:
+                break
             continue
-        item["bad_samples_replaced"] = attempt
+        item["bad_samples_replaced"] = bad
+        item["filtered_samples"] = filtered
         return item
-    raise DataError(f"{attempts} samples in a row are unusable (from index {index}); is the data still there? "
-                    f"last: {last_error}")
+    if filtered >= MAX_FILTERED or last_error is None:
+        raise DataError(f"{filtered} samples in a row were left out by data.filter.* (from index {index}; "
+                        f"{dict(checks)}), last: {last_filtered}. Do these checks suit the data?")
+    raise DataError(f"{bad + filtered} samples in a row are unusable (from index {index}); is the data still "
+                    f"there? last: {last_error}")
 
 
 def _process() -> tuple[int, int]:

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from datamodules.coco_keypoints import DataError
+from datamodules.dense_augment import validation_fit
 from datamodules.dense_transforms import DenseTransform
 from datamodules.pose_dataset import read_image
 from datamodules.transforms import affine
@@ -154,7 +155,8 @@ def write_files(out: Path, name: str, files: dict[str, np.ndarray]) -> None:
 @torch.no_grad()
 def predict_dense(module, images: dict[str, Path], out: Path, batch_size: int) -> int:
     """Writes the maps of every readable image; returns the number of unreadable images skipped."""
-    transform = DenseTransform(module.hparams.input_size)
+    # The validation resize of the task's training pipeline: stretched for seg, letterboxed otherwise.
+    transform = DenseTransform(module.hparams.input_size, fit=validation_fit(None, module.task))
     size = tuple(module.hparams.input_size)
     items, skipped = list(images.items()), 0
     for start in tqdm(range(0, len(items), batch_size), desc="predict", unit="batch"):

@@ -11,11 +11,12 @@ import pytest
 import torch
 
 from datamodules.coco_keypoints import DataError
+from datamodules.dense_augment import DenseAugment
 from datamodules.dense_dataset import DenseDataset, load_sample
 from datamodules.dense_datamodule import DenseDataModule
 from datamodules.dense_files import list_samples
 from datamodules.dense_transforms import (
-    SAPIENS2_FLIP_CLASSES, DenseAugment, DenseTransform, back_project, canonical_pointmap, check_flip_classes,
+    SAPIENS2_FLIP_CLASSES, DenseTransform, back_project, canonical_pointmap, check_flip_classes,
     flip_sample,
 )
 
@@ -125,15 +126,19 @@ def test_resize_nearest_labels_and_intrinsics():
 
 
 def test_canonical_pointmap():
-    K = np.array([[384.0, 0, 50], [0, 384.0, 40], [0, 0, 1]], np.float32)
-    depth = np.full((80, 100), 3.0, np.float32)
+    """As upstream: X, Y and Z all times scale = 768 / fx; the image's K still projects each point to its pixel."""
+    K = np.array([[384.0, 0, 50], [0, 400.0, 40], [0, 0, 1]], np.float32)
+    depth = 3.0 + np.random.default_rng(0).random((80, 100)).astype(np.float32)
     xyz, scale = canonical_pointmap(depth, K)
     assert scale == pytest.approx(2.0)
     camera = back_project(depth, K)
-    np.testing.assert_allclose(xyz[..., :2], camera[..., :2])
-    np.testing.assert_allclose(xyz[..., 2], camera[..., 2] * scale)
-    u = 768.0 * xyz[..., 0] / xyz[..., 2] + K[0, 2]  # same pixels with the canonical focal
+    np.testing.assert_allclose(xyz, camera * scale, rtol=1e-6)
+    u = K[0, 0] * xyz[..., 0] / xyz[..., 2] + K[0, 2]
+    v = K[1, 1] * xyz[..., 1] / xyz[..., 2] + K[1, 2]
     np.testing.assert_allclose(u, np.broadcast_to(np.arange(100, dtype=np.float32), u.shape), atol=1e-3)
+    np.testing.assert_allclose(v, np.broadcast_to(np.arange(80, dtype=np.float32)[:, None], v.shape), atol=1e-3)
+    same, _ = canonical_pointmap(camera, K)  # an HxWx3 camera pointmap is rescaled the same way
+    np.testing.assert_array_equal(same, xyz)
 
 
 def _broken(dense_root, tmp_path, task, break_fn):
@@ -210,10 +215,11 @@ def test_pointmap_files_without_intrinsics(dense_root, tmp_path):
     torch.testing.assert_close(item["intrinsics"], reference["intrinsics"], rtol=1e-3, atol=1e-2)
     mask = item["mask"]
     assert torch.equal(mask, reference["mask"])
-    # Z is the same nearest sample; X, Y of a pointmap file stay those of the source pixel (within half of one)
+    # Z is the same nearest sample; X, Y of a pointmap file stay those of the source pixel (within half of one,
+    # 0.02 m here, times the canonical scale)
     got, want = item["pointmap"][:, mask], reference["pointmap"][:, mask]
     torch.testing.assert_close(got[2], want[2], rtol=1e-3, atol=1e-4)
-    assert (got[:2] - want[:2]).abs().max() < 0.02
+    assert (got[:2] - want[:2]).abs().max() < 0.02 * float(item["scale"])
 
 
 def test_epoch_seeded_sampler_orders_shards_and_skips():
@@ -257,7 +263,7 @@ def test_replacing_bad_samples_gives_up_when_the_data_is_gone():
             raise DataError(f"cannot read sample {i}")
         return {"index": i}
 
-    assert replace_bad_samples(load, 1, 1000, "skip") == {"index": 3, "bad_samples_replaced": 2}
+    assert replace_bad_samples(load, 1, 1000, "skip") == {"index": 3, "bad_samples_replaced": 2, "filtered_samples": 0}
     calls.clear()
     with pytest.raises(DataError, match="17 samples in a row are unusable .* last: cannot read sample -20"):
         replace_bad_samples(lambda i: load(-i), 4, 1000, "skip")

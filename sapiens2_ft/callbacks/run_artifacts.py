@@ -31,22 +31,26 @@ class RunArtifacts(L.Callback):
         self.last_validated_step = -1
         self.last_saved_step = -1
         self.replaced = {"train": 0, "val": 0}  # unreadable samples replaced under on_bad_sample: skip
+        self.filtered = {"train": 0, "val": 0}  # samples left out by data.filter.* (dense tasks)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.replaced["train"] += int(batch["bad_samples_replaced"].sum()) if "bad_samples_replaced" in batch else 0
+        for counts, key in ((self.replaced, "bad_samples_replaced"), (self.filtered, "filtered_samples")):
+            counts["train"] += int(batch[key].sum()) if key in batch else 0
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
-        if not trainer.sanity_checking and "bad_samples_replaced" in batch:
-            replaced = batch["bad_samples_replaced"]
-            if "padding" in batch:  # a repeat of a sample counted where it first came
-                replaced = replaced[~batch["padding"]]
-            self.replaced["val"] += int(replaced.sum())
+        for counts, key in ((self.replaced, "bad_samples_replaced"), (self.filtered, "filtered_samples")):
+            if not trainer.sanity_checking and key in batch:
+                replaced = batch[key]
+                if "padding" in batch:  # a repeat of a sample counted where it first came
+                    replaced = replaced[~batch["padding"]]
+                counts["val"] += int(replaced.sum())
 
     def state_dict(self) -> dict:
-        return {"replaced": dict(self.replaced)}
+        return {"replaced": dict(self.replaced), "filtered": dict(self.filtered)}
 
     def load_state_dict(self, state: dict) -> None:
         self.replaced.update(state.get("replaced", {}))
+        self.filtered.update(state.get("filtered", {}))
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -82,6 +86,8 @@ class RunArtifacts(L.Callback):
             "skipped_samples": getattr(datamodule, "skipped", {}),
             # found unreadable while training (all processes; val counts every validation pass)
             "bad_samples_replaced": {split: _sum_over_ranks(trainer, n) for split, n in self.replaced.items()},
+            # left out by data.filter.* after augmentation and replaced by the next sample (all processes)
+            "filtered_samples": {split: _sum_over_ranks(trainer, n) for split, n in self.filtered.items()},
             "model": str(getattr(pl_module, "load_report", "")),
             "fit_wall_time_s": round(wall_time_s, 1),
             **(extra or {}),

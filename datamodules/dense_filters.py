@@ -1,0 +1,74 @@
+"""The upstream checks that leave a dense training sample out after augmentation (not errors: the sample is
+replaced by the next one and counted as ``filtered_samples``, see ``loaders.replace_bad_samples``).
+
+Upstream applies them in the packing step, after every augmentation (``*PackInputs`` in
+``dense/src/datasets/transforms/{seg,normal,pointmap}_transforms.py``): seg needs 1% of foreground pixels,
+normals and pointmaps at least 16 valid pixels and at most 96% coverage, pointmaps a nearest point at
+canonical depth >= 0.04. Which check applies follows from the item's keys, not from the task name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+IGNORE_INDEX = 255
+
+
+@dataclass
+class DenseFilter:
+    """Training samples left out after augmentation (replaced by the next sample, counted in ``summary.json``
+    as ``filtered_samples``). Set a check to 0 (``max_coverage``: 1) to turn it off.
+
+    Args:
+        min_valid_pixels: Normal / pointmap samples with fewer valid (mask) pixels are left out (upstream 16).
+        max_coverage: Normal / pointmap samples whose valid pixels cover more than this fraction of the image
+            are left out (upstream 0.96). Samples without a mask file (every pixel valid by choice) are
+            not checked.
+        min_depth: Pointmap samples whose nearest valid point has a canonical depth (Z at focal 768) below
+            this are left out (upstream 0.04).
+        min_foreground: Segmentation samples with a smaller fraction of foreground pixels (a class other than
+            0, not 255) are left out (upstream 0.01).
+        val: Also filter validation samples. Upstream's pointmap pipeline does (and substitutes sample 0);
+            off so that the metrics cover every validation sample.
+    """
+
+    min_valid_pixels: int = 16
+    max_coverage: float = 0.96
+    min_depth: float = 0.04
+    min_foreground: float = 0.01
+    val: bool = False
+
+    def __post_init__(self):
+        bad = []
+        if self.min_valid_pixels < 0:
+            bad.append(f"min_valid_pixels must be >= 0, got {self.min_valid_pixels}")
+        for name in ("max_coverage", "min_foreground"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                bad.append(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.min_depth < 0:
+            bad.append(f"min_depth must be >= 0, got {self.min_depth}")
+        if bad:
+            raise ValueError("data.filter: " + "; ".join(bad))
+
+    def reason(self, item: dict, has_mask_file: bool = True) -> tuple[str, str] | None:
+        """``(check, why)`` when ``item`` (a dataset item of CPU tensors) is left out, else None."""
+        if "labels" in item:
+            labels = np.asarray(item["labels"])
+            foreground = np.count_nonzero((labels > 0) & (labels != IGNORE_INDEX)) / labels.size
+            if foreground < self.min_foreground:
+                return "min_foreground", f"foreground {foreground:.2%} < min_foreground {self.min_foreground}"
+        if "mask" in item:
+            mask = np.asarray(item["mask"])
+            valid = int(np.count_nonzero(mask))
+            if valid < self.min_valid_pixels:
+                return "min_valid_pixels", f"{valid} valid pixels < min_valid_pixels {self.min_valid_pixels}"
+            coverage = valid / mask.size
+            if has_mask_file and coverage > self.max_coverage:
+                return "max_coverage", f"valid pixels cover {coverage:.1%} > max_coverage {self.max_coverage}"
+            if "pointmap" in item and valid:
+                nearest = float(np.asarray(item["pointmap"])[2][mask].min())
+                if nearest < self.min_depth:
+                    return "min_depth", f"nearest canonical depth {nearest:.3g} < min_depth {self.min_depth}"
+        return None
