@@ -32,6 +32,24 @@ SAPIENS2_PART_CLASSES = (
     "Tongue",
 )
 
+# Cross-entropy weight per class of SAPIENS2_PART_CLASSES (same order), as the released seg models were
+# trained (CLASS_WEIGHT of the upstream configs ``dense/configs/seg/shutterstock_goliath/*.py``).
+SAPIENS2_PART_CLASS_WEIGHTS = (
+    0.1, 10, 10, 3, 2,          # Background, Apparel, Eyeglass, Face_Neck, Hair
+    4, 4, 2, 2, 6, 10, 3, 3,    # Left_{Foot, Hand, Lower_Arm, Lower_Leg, Shoe, Sock, Upper_Arm, Upper_Leg}
+    1,                          # Lower_Clothing
+    4, 4, 2, 2, 6, 10, 3, 3,    # Right_{same eight}
+    1, 1,                       # Torso, Upper_Clothing
+    10, 10, 10, 10, 10,         # Lower_Lip, Upper_Lip, Lower_Teeth, Upper_Teeth, Tongue
+)
+
+
+def default_class_weights(class_names: list[str] | tuple[str, ...]) -> list[float] | None:
+    """The upstream weights for exactly the 29 Sapiens2 classes in their order, else None (uniform)."""
+    if tuple(class_names) == SAPIENS2_PART_CLASSES:
+        return [float(w) for w in SAPIENS2_PART_CLASS_WEIGHTS]
+    return None
+
 
 def resolve_class_names(num_classes: int, class_names: list[str] | None) -> list[str]:
     """The class set of ``data.num_classes`` / ``data.class_names``: the given names, the Sapiens2 names

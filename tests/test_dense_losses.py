@@ -63,10 +63,11 @@ def test_segmentation_hand_value():
     logits = torch.zeros(1, 2, 1, 2)
     labels = torch.tensor([[[0, 1]]])
     out = segmentation_loss(logits, labels, class_weights=torch.tensor([1.0, 3.0]), ce_weight=2.0)
-    assert out["ce"].item() == pytest.approx(math.log(2))  # weighted mean of equal nll
-    # foreground class 1: inter = 0.5, |P| = 1, |G| = 1 -> 1 - (1 + 1) / (2 + 1)
-    assert out["dice"].item() == pytest.approx(1 / 3)
-    assert out["loss"].item() == pytest.approx(2 * math.log(2) + 1 / 3)
+    assert out["ce"].item() == pytest.approx((1 + 3) * math.log(2) / 2)  # sum of w_y * nll over all 2 pixels
+    # foreground class 1: sum P G = 0.5, sum P^2 = 0.25 + 0.25, sum G^2 = 1, eps 1e-3
+    dice = 1 - (2 * 0.5 + 1e-3) / (0.5 + 1 + 1e-3)
+    assert out["dice"].item() == pytest.approx(dice)
+    assert out["loss"].item() == pytest.approx(2 * 2 * math.log(2) + dice)
     with pytest.raises(ValueError, match="labels must lie"):
         segmentation_loss(logits, torch.tensor([[[0, 2]]]))
 
@@ -95,10 +96,10 @@ def test_normal_hand_value():
     pred[0, :, 0, 0] = torch.tensor([2.0, 0.0, 0.0])
     out = normal_loss(pred, target, None)
     assert out["cos"].item() == pytest.approx(0.5)  # (1 + 0) / 2
-    assert out["l1"].item() == pytest.approx((2 + 1) / 6)  # |2| + |-1| over 2 pixels x 3 channels
-    # one x-pair: unit diff (-1, 0, 1) vs (0, 0, 0) -> (1 + 0 + 1) / 3
-    assert out["grad"].item() == pytest.approx(2 / 3)
-    assert out["loss"].item() == pytest.approx(10 * 0.5 + 0.5 + 10 * 2 / 3)
+    assert out["l1"].item() == pytest.approx((2 + 1) / 2)  # |2| + |-1| summed over channels, over 2 pixels
+    # one x-pair, no y-pair: raw diff (-2, 0, 1) vs (0, 0, 0) -> 4 + 0 + 1 summed over channels
+    assert out["grad"].item() == pytest.approx(5.0)
+    assert out["loss"].item() == pytest.approx(10 * 0.5 + 1.5 + 10 * 5.0)
 
 
 # ------------------------------------------------------------------- pointmap
@@ -106,6 +107,7 @@ def test_pointmap_minimum_grad_and_mask():
     target = _pointmap()
     mask = torch.ones(2, 1, 8, 8, dtype=torch.bool)
     mask[:, :, :2] = False
+    target = target * mask  # targets are 0 outside the mask (as the data and upstream make them)
     out = pointmap_loss(target.clone(), target, mask, torch.tensor([1.5, 2.0]), torch.tensor([1.5, 2.0]))
     assert set(out) == {"l1", "multiscale_l1", "shift_invariant_l1", "silog", "normal", "scale", "loss"}  # no K given
     assert out["loss"].item() < 1e-5
@@ -114,14 +116,22 @@ def test_pointmap_minimum_grad_and_mask():
     out = pointmap_loss(pred, target, mask, scale, torch.tensor([1.5, 2.0]))
     assert out["loss"] > 0
     _assert_finite_grad(out["loss"], pred, scale)
-    # change only the invalid rows 0-1 (NaN in the target)
-    changed_pred, changed_tgt = pred.detach().clone(), target.clone()
-    changed_pred[:, :, :2] = 9.0
+    # NaN in the target's invalid rows 0-1 changes nothing
+    changed_tgt = target.clone()
     changed_tgt[:, :, :2] = float("nan")
     a = pointmap_loss(pred.detach(), target, mask)
-    b = pointmap_loss(changed_pred, changed_tgt, mask[:, 0])
+    b = pointmap_loss(pred.detach(), changed_tgt, mask[:, 0])
     for k in a:
         torch.testing.assert_close(a[k], b[k])
+    # the prediction in the invalid rows reaches only the multiscale term: as upstream, bilinear upsampling
+    # mixes row 1 into the border row 2
+    changed_pred = pred.detach().clone()
+    changed_pred[:, :, :2] = 9.0
+    c = pointmap_loss(changed_pred, target, mask)
+    for k in a:
+        if k not in ("multiscale_l1", "loss"):
+            torch.testing.assert_close(a[k], c[k])
+    assert c["multiscale_l1"] > a["multiscale_l1"]
 
 
 def test_pointmap_hand_value_and_clamp():
@@ -131,16 +141,19 @@ def test_pointmap_hand_value_and_clamp():
     pred = target.clone()
     pred[:, 0] += 0.2
     out = pointmap_loss(pred, target, None)
-    assert out["l1"].item() == pytest.approx(0.1 / 3)  # 0.2 / 2 on one of three channels
-    assert out["multiscale_l1"].item() == pytest.approx(0.1 / 3)
-    assert out["shift_invariant_l1"].item() == pytest.approx(0.0, abs=1e-7)
-    assert out["silog"].item() == pytest.approx(0.0, abs=1e-7)
+    assert out["l1"].item() == pytest.approx(0.1)  # 0.2 / 2, summed over the channels
+    assert out["multiscale_l1"].item() == pytest.approx(0.1)
+    assert out["shift_invariant_l1"].item() == pytest.approx(0.0, abs=1e-6)
+    assert out["silog"].item() == pytest.approx(0.0, abs=1e-6)
     assert out["normal"].item() == pytest.approx(0.0, abs=1e-6)
-    assert out["loss"].item() == pytest.approx(2 * 0.1 / 3 + 0.1 / 3, rel=1e-5)
+    assert out["loss"].item() == pytest.approx(2 * 0.1 + 0.1, rel=1e-5)
     far = pointmap_loss(target + torch.tensor([100.0, 0, 0]).view(1, 3, 1, 1), target, None)
-    assert far["l1"].item() == pytest.approx(4.0)  # 50 / 3 clamped
+    assert far["l1"].item() == pytest.approx(50.0)  # logged unclamped
+    assert far["loss"].item() == pytest.approx(4.0 + 4.0, rel=1e-5)  # 2 x 50 and 1 x 50, each clamped at 4
     with pytest.raises(ValueError, match="unknown weight"):
         pointmap_loss(pred, target, None, weights={"nope": 1.0})
+    with pytest.raises(ValueError, match="needs target_scale"):
+        pointmap_loss(pred, target, None, pred_scale=torch.ones(1))
 
 
 # -------------------------------------------------------------------- matting
@@ -199,16 +212,17 @@ def test_intrinsics_consistency_zero_for_canonical_points_and_hand_value():
 
     K = np.array([[300.0, 0, 4.5], [0, 320.0, 3.0], [0, 0, 1]])
     depth = 2.0 + np.random.default_rng(0).random((6, 8))
-    xyz, _ = canonical_pointmap(depth, K, 768.0)
+    xyz, scale = canonical_pointmap(depth, K, 768.0)
     points = torch.from_numpy(xyz).permute(2, 0, 1)[None]
     Ks = torch.from_numpy(K)[None].float()
     mask = torch.ones(1, 1, 6, 8)
-    assert intrinsics_consistency(points, Ks, 768.0, mask).item() == pytest.approx(0.0, abs=1e-6)
+    assert intrinsics_consistency(points, Ks, mask).item() == pytest.approx(0.0, abs=1e-5)
     shifted = points.clone()
-    shifted[:, 0] += 0.1 * shifted[:, 2]  # X/Z off by 0.1 everywhere, Y/Z exact
-    assert intrinsics_consistency(shifted, Ks, 768.0, mask).item() == pytest.approx(0.05, rel=1e-4)
+    shifted[:, 0] += 0.1 * shifted[:, 2]  # X off by 0.1 Z (canonical metres) everywhere, Y exact
+    expected = 0.1 * scale * depth.mean()
+    assert intrinsics_consistency(shifted, Ks, mask).item() == pytest.approx(expected, rel=1e-4)
     out = pointmap_loss(shifted, points, mask, intrinsics=Ks)
-    assert out["intrinsics"].item() == pytest.approx(0.05, rel=1e-4)
+    assert out["intrinsics"].item() == pytest.approx(expected, rel=1e-4)
 
 
 def test_estimate_background_inverts_the_composite():

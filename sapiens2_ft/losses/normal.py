@@ -1,4 +1,4 @@
-"""Surface-normal loss: cosine + L1 + finite-difference gradient matching."""
+"""Surface-normal loss of the Sapiens2 recipe: cosine + L1 + finite-difference gradient matching."""
 
 from __future__ import annotations
 
@@ -41,9 +41,11 @@ def normal_loss(
 ) -> dict[str, torch.Tensor]:
     """pred raw (B, 3, H, W), target unit normals (B, 3, H, W), mask (B, [1,] H, W) of valid pixels.
 
-    Returns ``{"cos", "l1", "grad", "loss"}``: ``cos`` = mean(1 - cos(pred, target)); ``l1`` = mean
-    |pred - target| (raw pred, per channel); ``grad`` = MSE between the x/y finite differences of the
-    normalised prediction and of the target, over pairs of valid pixels. All means are over valid pixels.
+    Returns ``{"cos", "l1", "grad", "loss"}`` as upstream (``dense/src/models/losses/normal_loss.py``,
+    ``l1_loss.py``), each a mean over valid pixels: ``cos`` = 1 - cos(pred, target) of the normalised
+    vectors; ``l1`` = sum over the 3 channels of |pred - target| (raw pred); ``grad`` = the same for the
+    squared error of the x-differences of the raw pred vs the target's, over pairs of valid pixels, plus
+    that of the y-differences. Invalid target pixels may hold anything (NaN included).
     """
     if pred.shape != target.shape or pred.ndim != 4 or pred.shape[1] != 3:
         raise ValueError(
@@ -52,12 +54,10 @@ def normal_loss(
     pred, target = pred.float(), target.float()
     m = as_mask(mask, pred)
     target = torch.where(m > 0, target, 0.0)  # invalid pixels may hold NaN/garbage
-    unit = F.normalize(pred, dim=1, eps=1e-6)
-    cos = masked_mean(1.0 - (unit * target).sum(1, keepdim=True), m)
-    l1 = masked_mean((pred - target).abs(), m)
-    sq, count = pred.new_zeros(()), pred.new_zeros(())
-    for (d_pred, pair), (d_tgt, _) in zip(finite_differences(unit, m), finite_differences(target, m)):
-        sq = sq + ((d_pred - d_tgt).pow(2) * pair).sum()
-        count = count + pair.sum() * 3
-    grad = sq / count.clamp_min(1.0)
+    cosine = (F.normalize(pred, dim=1, eps=1e-6) * F.normalize(target, dim=1, eps=1e-6)).sum(1, keepdim=True)
+    cos = masked_mean(1.0 - cosine, m)
+    l1 = masked_mean((pred - target).abs().sum(1, keepdim=True), m)
+    grad = pred.new_zeros(())
+    for (d_pred, pair), (d_tgt, _) in zip(finite_differences(pred, m), finite_differences(target, m)):
+        grad = grad + masked_mean((d_pred - d_tgt).square().sum(1, keepdim=True), pair)
     return {"cos": cos, "l1": l1, "grad": grad, "loss": cos_weight * cos + l1_weight * l1 + grad_weight * grad}

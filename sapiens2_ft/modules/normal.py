@@ -39,8 +39,10 @@ class NormalModule(DenseTaskModule):
         pos_embed_rescale: RoPE coordinate rescale augmentation of pretraining; None = off.
         attn_implementation: ``sdpa`` or ``eager``.
         cos_weight: Weight of 1 - cosine (upstream 10).
-        l1_weight: Weight of L1 between the raw prediction and the unit target (upstream 1).
-        grad_weight: Weight of the MSE of x/y finite differences (upstream 10).
+        l1_weight: Weight of L1 between the raw prediction and the unit target, summed over the 3 channels
+            (upstream 1).
+        grad_weight: Weight of the squared error of x plus that of y finite differences of the raw
+            prediction vs the target, summed over the 3 channels (upstream 10).
         optim: Optimiser and schedule.
         scale: Activation checkpointing and FSDP2 options (``sapiens2_ft.models.sharding.ScaleConfig``).
     """

@@ -1,8 +1,9 @@
 """Body-part segmentation: a Sapiens2 segmentation model trained with class-weighted CE + Dice.
 
-Train: logits at the label resolution, cross-entropy (ignore index 255, optional class weights)
-plus Dice over the foreground classes. Val: mIoU / mAcc / aAcc from a confusion matrix summed
-across processes; the first validation label maps are written to ``<run_dir>/predictions/``.
+Train: logits at the label resolution, class-weighted cross-entropy (ignore index 255; the upstream
+weights for the 29 Sapiens2 classes) plus per-sample Dice over the foreground classes. Val: mIoU / mAcc /
+aAcc from a confusion matrix summed across processes; the first validation label maps are written to
+``<run_dir>/predictions/``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from sapiens2_ft.body_parts import SAPIENS2_PART_CLASSES
+from sapiens2_ft.body_parts import SAPIENS2_PART_CLASSES, default_class_weights
 from sapiens2_ft.checkpoints import plain_hparams
 from sapiens2_ft.losses import segmentation_loss
 from sapiens2_ft.metrics import SegmentationMetrics
@@ -38,7 +39,11 @@ class SegmentationModule(DenseTaskModule):
         input_size: Network input (H, W) (linked from ``data.input_size``).
         pos_embed_rescale: RoPE coordinate rescale augmentation of pretraining; None = off.
         attn_implementation: ``sdpa`` or ``eager``.
-        class_weights: Cross-entropy weight per class (default: uniform).
+        class_weights: Cross-entropy weight per class, in class order. Default: for the 29 Sapiens2 classes
+            in their order, the upstream weights (``SAPIENS2_PART_CLASS_WEIGHTS``: background 0.1, small
+            parts up to 10), as the released seg models were trained; for any other class set (another
+            ``data.num_classes`` or other ``data.class_names``), uniform. Give 29 ones for uniform weights
+            on the Sapiens2 set.
         ce_weight: Weight of the cross-entropy term.
         dice_weight: Weight of the Dice term.
         ignore_index: Label value that is ignored by loss and metrics.
@@ -74,6 +79,8 @@ class SegmentationModule(DenseTaskModule):
         self.class_names = names
         self.save_hyperparameters()
         plain_hparams(self)
+        if class_weights is None:
+            class_weights = default_class_weights(names)
         weights = torch.tensor(class_weights, dtype=torch.float32) if class_weights is not None else None
         self.register_buffer("class_weights", weights, persistent=False)
         self.val_metrics = SegmentationMetrics(len(self.class_names), ignore_index=ignore_index)
