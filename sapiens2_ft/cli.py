@@ -67,6 +67,10 @@ TASKS = {
     "normal": Task("sapiens2_ft.modules.normal.NormalModule", DENSE_DATA, links=DENSE_LINKS),
     "pointmap": Task("sapiens2_ft.modules.pointmap.PointmapModule", DENSE_DATA, links=DENSE_LINKS),
     "matting": Task("sapiens2_ft.modules.matting.MattingModule", DENSE_DATA, links=DENSE_LINKS),
+    # Pretraining of the demo backbone on every task at once (configs/pretrain_demo_backbone.yaml).
+    "multitask": Task("sapiens2_ft.modules.multitask.MultiTaskModule",
+                      "datamodules.multitask_datamodule.MultiTaskDataModule",
+                      links=(("data.keypoints", "model.keypoints"), ("data.input_size", "model.input_size"))),
 }
 
 

@@ -1,13 +1,15 @@
-"""Pretrain the tiny backbone the pose demo starts from, and save it as a pretrain-only checkpoint.
+"""Pretrain the demo backbone on every task at once, then keep only the backbone as a pretrain-only checkpoint.
 
-Sapiens2 users fine-tune a pretrained backbone; a from-scratch tiny model learns too little in
-the demo's 3 CPU minutes to show that workflow. This script stands in for the pretraining: it
-trains the ``tiny`` preset on synthetic figures of a *different* seed than the demo data (with the
-soft-target heatmap cross-entropy, which escapes the all-zero solution from random init), then
-keeps only the backbone (``Sapiens2Model``), so the demo builds a new head exactly as a user
-starting from ``facebook/sapiens2-pretrain-*`` does.
+Sapiens2 users fine-tune a pretrained backbone; a from-scratch model learns too little in the demos' 3 CPU
+minutes to show that workflow. This script stands in for Sapiens2's pretraining in miniature: it runs
+``configs/pretrain_demo_backbone.yaml`` (one ``mini`` backbone, a head per task, synthetic renders of another
+seed than the demo data) through ``train.py``, then saves the shared backbone (``Sapiens2Model``), so each
+demo builds a new head exactly as a user starting from ``facebook/sapiens2-pretrain-*`` does.
 
-    python tools/pretrain_demo_backbone.py --out assets/sapiens2-tiny-synthetic --minutes 25
+    python tools/pretrain_demo_backbone.py                        # fresh run, or continue the latest one
+    python tools/pretrain_demo_backbone.py --save_only RUN_DIR    # keep the backbone of a run's last.ckpt
+
+Extra arguments go to ``train.py`` (``--trainer.max_steps 2000``, ``--trainer.max_time 00:06:00:00``).
 """
 
 from __future__ import annotations
@@ -17,47 +19,43 @@ import json
 from pathlib import Path
 
 import torch
-from transformers import Sapiens2Model
+from transformers import Sapiens2Config, Sapiens2Model
 
-from sapiens2_ft.cli import main as train
+PREFIX = "backbone.backbone."
 
 
-def save_backbone(checkpoint: str, out: Path, summary: dict) -> None:
-    """Keep the ``model.model.*`` (backbone) weights of a PoseModule checkpoint as a Sapiens2Model."""
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
-    from sapiens2_ft.models.factory import build_model
-
-    pose, _ = build_model("pose", ["kp"], (256, 192), size="tiny")
-    backbone = Sapiens2Model(pose.config)
-    prefix = "model.model."
-    backbone.load_state_dict({k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)})
+def save_backbone(checkpoint: Path, out: Path, summary: dict) -> None:
+    """Keep the shared backbone (``backbone.backbone.*``) of a multi-task checkpoint as a ``Sapiens2Model``."""
+    data = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    config = Sapiens2Config(**{k: v for k, v in data["sapiens2_ft"]["model_config"].items()
+                               if k not in ("head_config", "id2label", "label2id", "architectures")})
+    backbone = Sapiens2Model(config)
+    state = {k[len(PREFIX):]: v for k, v in data["state_dict"].items() if k.startswith(PREFIX)}
+    backbone.load_state_dict(state)
     backbone.config.architectures = ["Sapiens2Model"]
-    backbone.config.head_config = None
     backbone.save_pretrained(out)
     (out / "PRETRAINING.json").write_text(json.dumps({
-        "recipe": "tools/pretrain_demo_backbone.py", "checkpoint": checkpoint,
-        "val_metrics_with_pretraining_head": summary["metrics"], "steps": summary["global_step"],
-    }, indent=2))
+        "recipe": "configs/pretrain_demo_backbone.yaml (tools/pretrain_demo_backbone.py)",
+        "steps": int(data.get("global_step", 0)), **summary}, indent=2))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path("assets/sapiens2-tiny-synthetic"))
-    parser.add_argument("--data_root", default="data/synthetic-pretrain")
-    parser.add_argument("--num_images", type=int, default=1200)
-    parser.add_argument("--seed", type=int, default=1000, help="synthetic seed (the demo data uses 0)")
-    parser.add_argument("--minutes", type=float, default=25.0)
-    parser.add_argument("--steps", type=int, default=2600)
-    args = parser.parse_args()
-    minutes = int(args.minutes)
-    summary = train([
-        "--config", "pose_demo.yaml", "--run_dir", "runs/pretrain_demo_backbone",
-        "--data.root", args.data_root, "--data.synthetic.num_images", str(args.num_images),
-        "--data.synthetic.seed", str(args.seed), "--trainer.max_steps", str(args.steps),
-        "--trainer.max_time", f"00:{minutes // 60:02d}:{minutes % 60:02d}:00",
-        "--trainer.val_check_interval", "500", "--model.optim.lr", "2e-3", "--model.optim.warmup_steps", "100",
-    ])
-    save_backbone(summary["last_checkpoint"], args.out, summary)
+    parser.add_argument("--out", type=Path, default=Path("assets/sapiens2-mini-synthetic"))
+    parser.add_argument("--save_only", type=Path, default=None, help="a run directory: only save its backbone")
+    args, train_args = parser.parse_known_args()
+    if args.save_only is not None:
+        summary_file = args.save_only / "summary.json"
+        summary = json.loads(summary_file.read_text()) if summary_file.exists() else {}
+        save_backbone(args.save_only / "checkpoints" / "last.ckpt", args.out,
+                      {"val_metrics": summary.get("metrics"), "fit_wall_time_s": summary.get("fit_wall_time_s")})
+    else:
+        from sapiens2_ft.cli import main as train
+
+        summary = train(["--config", "pretrain_demo_backbone.yaml", "--resume", "auto", *train_args])
+        run_dir = Path(summary["run_dir"])
+        save_backbone(run_dir / "checkpoints" / "last.ckpt", args.out,
+                      {"val_metrics": summary["metrics"], "fit_wall_time_s": summary.get("fit_wall_time_s")})
     print(f"backbone saved to {args.out}")
 
 

@@ -1,7 +1,8 @@
 """Backbone sizes and task-head layouts of the Sapiens2 family.
 
-Backbones: hidden size, depth and heads per size (SwiGLU MLP at 4x hidden, grouped-query
-attention with half the heads in the middle layers, full attention in the first and last 8).
+Backbones: hidden size, depth and heads per size (SwiGLU MLP at 4x hidden, grouped-query attention with half
+the heads in the middle layers, full attention in the first and last 8; ``tiny`` and ``mini`` are CPU-sized,
+for tests and the demos).
 Heads: the layouts of the released task checkpoints, so a head built for a pretrain-only
 backbone has the shape the released fine-tuned models have.
 """
@@ -11,6 +12,12 @@ from __future__ import annotations
 BACKBONES: dict[str, dict] = {
     "tiny": dict(
         hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512,
+        num_register_tokens=4, num_key_value_attention_heads=2,
+        num_first_full_attention_layers=1, num_last_full_attention_layers=1,
+    ),
+    # The demo backbone (assets/sapiens2-mini-synthetic, pretrained by tools/pretrain_demo_backbone.py).
+    "mini": dict(
+        hidden_size=160, num_hidden_layers=6, num_attention_heads=4, intermediate_size=640,
         num_register_tokens=4, num_key_value_attention_heads=2,
         num_first_full_attention_layers=1, num_last_full_attention_layers=1,
     ),
@@ -40,22 +47,22 @@ _TINY_SCALE = dict(scale_conv_out_channels=[32, 16], scale_conv_kernel_size=1, s
 
 HEADS: dict[str, dict[str, dict]] = {
     "pose": {
-        "tiny": dict(upsample_out_channels=[64, 64], conv_out_channels=[64]),
+        **{size: dict(upsample_out_channels=[64, 64], conv_out_channels=[64]) for size in ("tiny", "mini")},
         "0.1b": _POSE_DEFAULT, "0.4b": _POSE_DEFAULT, "0.8b": _POSE_DEFAULT, "5b": _POSE_DEFAULT,
         "1b": dict(upsample_out_channels=[1536, 1024], conv_out_channels=[768, 512, 256]),
     },
     # Tiny heads upsample 4x (the modules resize outputs to the target bilinearly): CPU demos stay fast.
     "seg": {
-        "tiny": dict(upsample_out_channels=[64, 32], conv_out_channels=[32]),
+        **{size: dict(upsample_out_channels=[64, 32], conv_out_channels=[32]) for size in ("tiny", "mini")},
         **{size: dict(upsample_out_channels=[512, 256, 128, 64], conv_out_channels=[64, 64])
            for size in ("0.1b", "0.4b", "0.8b", "1b", "5b")},
     },
-    "normal": {"tiny": _TINY_SHUFFLE, **{size: _DENSE_SHUFFLE for size in ("0.1b", "0.4b", "0.8b", "1b")},
+    "normal": {"tiny": _TINY_SHUFFLE, "mini": _TINY_SHUFFLE, **{size: _DENSE_SHUFFLE for size in ("0.1b", "0.4b", "0.8b", "1b")},
                "5b": _DENSE_SHUFFLE_5B},
-    "matting": {"tiny": _TINY_SHUFFLE, **{size: _DENSE_SHUFFLE for size in ("0.1b", "0.4b", "0.8b", "1b")},
+    "matting": {"tiny": _TINY_SHUFFLE, "mini": _TINY_SHUFFLE, **{size: _DENSE_SHUFFLE for size in ("0.1b", "0.4b", "0.8b", "1b")},
                 "5b": _DENSE_SHUFFLE_5B},
     "pointmap": {
-        "tiny": {**_TINY_SHUFFLE, **_TINY_SCALE},
+        **{size: {**_TINY_SHUFFLE, **_TINY_SCALE} for size in ("tiny", "mini")},
         **{size: {**_DENSE_SHUFFLE, "upsample_out_channels": [1536, 768, 512, 256], **_SCALE}
            for size in ("0.1b", "0.4b", "0.8b", "1b")},
         "5b": {**_DENSE_SHUFFLE_5B, "upsample_out_channels": [1536, 768, 768, 768], **_SCALE},
