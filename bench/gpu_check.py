@@ -43,7 +43,7 @@ def make_batch(batch: int, input_size, num_keypoints: int, device):
 
 
 def pose_module(args):
-    from sapiens2_ft.modules.pose import PoseModule
+    from sapiens2_ft.tasks.pose.module import PoseModule
 
     return PoseModule(size=args.size, input_size=tuple(args.input), keypoints=args.keypoints)
 
@@ -70,8 +70,8 @@ def throughput(args) -> None:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from sapiens2_ft.optim import OptimConfig, build_optimizer
-    from sapiens2_ft.preprocessing import normalize_images
+    from sapiens2_ft.models.optim import OptimConfig, build_optimizer
+    from sapiens2_ft.models.preprocessing import normalize_images
 
     device = torch.device(args.device)
     torch.manual_seed(0)
@@ -89,7 +89,7 @@ def throughput(args) -> None:
     def forward_backward():
         with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
             heatmaps = model(normalize_images(batch["image"])).heatmaps
-        loss = module._loss(heatmaps.float(), batch)  # the module's training loss (targets rendered on device)
+        loss = module.loss_terms({"heatmaps": heatmaps.float()}, batch)["loss"]  # targets rendered on device
         loss.backward()
         return loss
 
@@ -139,9 +139,10 @@ def fsdp_memory(args) -> None:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
+    from sapiens2_ft.models.optim import OptimConfig, build_optimizer
+    from sapiens2_ft.models.preprocessing import normalize_images
     from sapiens2_ft.models.sharding import ScaleConfig, place_model, transformer_blocks
-    from sapiens2_ft.optim import OptimConfig, build_optimizer
-    from sapiens2_ft.preprocessing import normalize_images
+    from sapiens2_ft.tasks.registry import model_class
 
     if "RANK" not in os.environ:  # started directly: a world of one
         with socket.socket() as s:
@@ -161,7 +162,7 @@ def fsdp_memory(args) -> None:
         scale = ScaleConfig(activation_checkpointing=args.checkpointing, param_dtype="bfloat16", reduce_dtype="float32")
         module = pose_module(args)
         t0 = time.perf_counter()
-        model, _ = place_model(module._build, "pose", scale, mesh=mesh, device=device)
+        model, _ = place_model(module.build, model_class("pose"), scale, mesh=mesh, device=device)
         module.model = model  # the module's loss only reads its hyperparameters: no other state to move
         build_s = time.perf_counter() - t0
         optimizer = build_optimizer(model, OptimConfig(warmup_steps=0, fused=True), model.config.num_hidden_layers,
@@ -177,7 +178,7 @@ def fsdp_memory(args) -> None:
         for _ in range(args.steps):
             start = time.perf_counter()
             heatmaps = model(normalize_images(batch["image"])).heatmaps  # FSDP2 casts inputs to bf16
-            loss = module._loss(heatmaps.float(), batch)
+            loss = module.loss_terms({"heatmaps": heatmaps.float()}, batch)["loss"]
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)

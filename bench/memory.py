@@ -51,7 +51,7 @@ MIB = 2**20
 
 
 def register_preset(args) -> None:
-    """Add the mid-size backbone to the preset table of this process (``build_model(size=PRESET)``)."""
+    """Add the mid-size backbone to the preset table of this process (``build_task_model(size=PRESET)``)."""
     from sapiens2_ft.models import presets
 
     third = max(1, args.layers // 3)
@@ -65,11 +65,11 @@ def register_preset(args) -> None:
 def builder(args, input_size):
     from functools import partial
 
-    from sapiens2_ft.models.factory import build_model
+    from sapiens2_ft.tasks.registry import build_task_model
 
     register_preset(args)
     head = dict(upsample_out_channels=[args.head_channels, args.head_channels], conv_out_channels=[args.head_channels])
-    return partial(build_model, "pose", KEYPOINTS, input_size, size=PRESET, head=head)
+    return partial(build_task_model, "pose", KEYPOINTS, input_size, size=PRESET, head=head)
 
 
 def make_batch(batch: int, input_size, seed: int = 0) -> dict:
@@ -84,9 +84,9 @@ def make_batch(batch: int, input_size, seed: int = 0) -> dict:
 
 def pose_loss(model, batch: dict, input_size):
     """The pose module's training loss: UDP heatmap targets, visibility-weighted MSE x 10."""
-    from sapiens2_ft.codecs import encode_heatmaps, input_to_heatmap_coords
-    from sapiens2_ft.losses import weighted_heatmap_mse
-    from sapiens2_ft.preprocessing import normalize_images
+    from sapiens2_ft.models.preprocessing import normalize_images
+    from sapiens2_ft.tasks.pose.codec import encode_heatmaps, input_to_heatmap_coords
+    from sapiens2_ft.tasks.pose.loss import weighted_heatmap_mse
 
     heatmaps = model(normalize_images(batch["image"])).heatmaps
     size = tuple(heatmaps.shape[-2:])
@@ -96,7 +96,7 @@ def pose_loss(model, batch: dict, input_size):
 
 
 def make_optimizer(model, layers: int):
-    from sapiens2_ft.optim import OptimConfig, build_optimizer
+    from sapiens2_ft.models.optim import OptimConfig, build_optimizer
 
     return build_optimizer(model, OptimConfig(warmup_steps=0, fused=False), layers, total_steps=100)["optimizer"]
 
@@ -213,6 +213,7 @@ def worker_fsdp(args) -> dict | None:
     from torch.distributed.device_mesh import init_device_mesh
 
     from sapiens2_ft.models.sharding import ScaleConfig, place_model
+    from sapiens2_ft.tasks.registry import model_class
 
     torch.set_num_threads(args.threads)
     dist.init_process_group("gloo")
@@ -221,7 +222,7 @@ def worker_fsdp(args) -> dict | None:
         mesh = init_device_mesh("cpu", (world,))
         torch.manual_seed(0)
         input_size = tuple(args.fsdp_input)
-        model, _ = place_model(builder(args, input_size), "pose", ScaleConfig(), mesh=mesh)
+        model, _ = place_model(builder(args, input_size), model_class("pose"), ScaleConfig(), mesh=mesh)
         optimizer = make_optimizer(model, args.layers)
         batch = make_batch(args.fsdp_batch, input_size, seed=rank)
         loss = pose_loss(model, batch, input_size)

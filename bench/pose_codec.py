@@ -82,7 +82,7 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from sapiens2_ft.codecs import decode_heatmaps, encode_heatmaps
+    from sapiens2_ft.tasks.pose.codec import decode_heatmaps, encode_heatmaps
 
     torch.set_num_threads(args.threads)
     cv2.setNumThreads(args.threads)

@@ -32,11 +32,12 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 
 from datamodules.coco_keypoints import load_instances  # noqa: E402
-from datamodules.pose_dataset import TopdownPoseDataset, read_image  # noqa: E402
+from datamodules.images import read_image  # noqa: E402
+from datamodules.keypoints.metainfo import load_metainfo  # noqa: E402
+from datamodules.pose_dataset import TopdownPoseDataset  # noqa: E402
 from datamodules.transforms import affine  # noqa: E402
 from datamodules.transforms.topdown import TopdownAugment  # noqa: E402
-from sapiens2_ft.codecs import encode_heatmaps, input_to_heatmap_coords  # noqa: E402
-from sapiens2_ft.metainfo import load_metainfo  # noqa: E402
+from sapiens2_ft.tasks.pose.codec import encode_heatmaps, input_to_heatmap_coords  # noqa: E402
 
 TARGET_SAMPLES_PER_S = 40.0  # with 17 keypoints, at 1024x768, one core
 IMAGE_HW = (480, 640)

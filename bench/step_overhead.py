@@ -65,11 +65,11 @@ def main() -> None:
     import torch
     from torch.utils.data import DataLoader, Dataset
 
-    from sapiens2_ft.losses import segmentation_loss
-    from sapiens2_ft.modules.dense import resize_to
-    from sapiens2_ft.modules.segmentation import SegmentationModule
-    from sapiens2_ft.optim import build_optimizer
-    from sapiens2_ft.preprocessing import normalize_images
+    from sapiens2_ft.models.optim import build_optimizer
+    from sapiens2_ft.models.preprocessing import normalize_images
+    from sapiens2_ft.tasks.dense_maps import resize_to
+    from sapiens2_ft.tasks.seg.loss import segmentation_loss
+    from sapiens2_ft.tasks.seg.module import SegmentationModule
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -16,11 +16,8 @@ from pathlib import Path
 import numpy as np
 from pycocotools.coco import COCO
 
-from sapiens2_ft.metainfo import KeypointMetainfo
-
-
-class DataError(ValueError):
-    """A dataset file or record is unusable; the message says which and why."""
+from datamodules.errors import DataError
+from datamodules.keypoints.metainfo import KeypointMetainfo
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ from pathlib import Path
 from lightning.pytorch.utilities import rank_zero_warn
 from tqdm import tqdm
 
-from datamodules import dense_files as files
-from datamodules.coco_keypoints import DataError
-from datamodules.pose_dataset import read_image
-from sapiens2_ft.metainfo import KeypointMetainfo
+from datamodules.dense_files import list_images
+from datamodules.dense_targets import target_spec
+from datamodules.errors import DataError
+from datamodules.images import read_image
+from datamodules.keypoints.metainfo import KeypointMetainfo
 
 BBOX_TOLERANCE = 1.0  # pixels a box may reach beyond the image border
 
@@ -207,15 +208,16 @@ def check_coco(ann_file: Path, images_dir: Path, metainfo: KeypointMetainfo, rep
 
 def check_dense(root: Path, split: str, task: str, num_classes: int, report: DataReport, decode: bool = True) -> None:
     """Every image of ``root/split`` has its task's targets; with ``decode``, each file reads and passes its checks."""
+    spec = target_spec(task)
     split_dir = Path(root) / split
     image_dir = split_dir / "images"
     if not image_dir.is_dir():
         report.add(image_dir, "-", "images", "an image folder")
         return
-    images = sorted(p for p in image_dir.iterdir() if p.suffix.lower() in files.IMAGE_SUFFIXES)
+    images = list_images(split_dir)
     for image in tqdm(images, desc=f"{split} {task}", unit="img", disable=not decode or len(images) < 200):
         where = f"sample {image.stem}"
-        required, optional = files.target_paths(task, split_dir, image.stem)
+        required, optional = spec.paths(split_dir, image.stem)
         absent = [(kind, path) for kind, path in required.items() if not path.is_file()]
         for kind, path in absent:
             report.add(path, where, kind, f"a {kind} file for image {image.name}")
@@ -228,35 +230,15 @@ def check_dense(root: Path, split: str, task: str, num_classes: int, report: Dat
             report.add(image, where, "image", "a decodable image (missing data, truncated or not an image)")
             continue
         present = {**required, **{k: v for k, v in optional.items() if v.is_file()}}
-        _check_dense_targets(present, shape, task, num_classes, where, report)
 
+        def attempt(kind: str, read):
+            try:
+                return read()
+            except DataError as err:  # every file of the sample is still checked
+                report.add(present.get(kind, "-"), where, kind, str(err).split(": ", 1)[-1])
+                return None
 
-def _check_dense_targets(paths: dict, shape, task: str, num_classes: int, where: str, report: DataReport) -> None:
-    def attempt(kind: str, load):
-        try:
-            return load()
-        except DataError as err:
-            report.add(paths.get(kind, "-"), where, kind, str(err).split(": ", 1)[-1])
-            return None
-
-    mask = None
-    if "mask" in paths:
-        mask = attempt("mask", lambda: files.load_mask(paths["mask"], shape))
-    mask = mask if mask is not None else files.load_mask(None, shape)
-    if task == "seg":
-        attempt("labels", lambda: files.load_labels(paths["labels"], shape, num_classes))
-    elif task == "normal":
-        attempt("normals", lambda: files.load_normals(paths["normals"], shape, mask))
-    elif task == "pointmap":
-        for kind, load in (("depth", files.load_depth), ("pointmap", files.load_pointmap)):
-            if kind in paths:
-                attempt(kind, lambda load=load, kind=kind: load(paths[kind], shape, mask))
-        if "intrinsics" in paths:
-            attempt("intrinsics", lambda: files.load_intrinsics(paths["intrinsics"]))
-    elif task == "matting":
-        attempt("alpha", lambda: files.load_alpha(paths["alpha"], shape))
-        if "foreground" in paths:
-            attempt("foreground", lambda: files.load_foreground(paths["foreground"], shape))
+        spec.load(present, shape, num_classes, attempt)
 
 
 def fail_or_warn(report: DataReport, on_bad_sample: str) -> DataReport:

@@ -3,7 +3,7 @@
 Two pipelines follow the upstream train pipelines (``dense/configs/{seg,normal,pointmap}/**``; the ops in
 ``dense/src/datasets/transforms/*_transforms.py`` and ``engine/datasets/transforms/common_transforms.py``),
 in their order; the generic one (matting's default; upstream has no matting training code) is
-``DenseTransform``'s own. Geometry is done with the affine warps of ``dense_transforms`` so that labels,
+``DenseTransform``'s own. Geometry is done with the affine warps of ``dense_geometry`` so that labels,
 masks, normals, depth and intrinsics stay consistent; the intermediate resolution upstream works at (after
 its rescale and crop) is materialised, everything after it is composed into one more warp.
 
@@ -32,10 +32,11 @@ from datamodules.dense_background import BackgroundSource, replace_background
 from datamodules.dense_photometric import (
     coarse_dropout, down_up_sample, gaussian_blur, gaussian_noise, photometric_distortion, solarize,
 )
-from datamodules.dense_transforms import (
+from datamodules.dense_geometry import (
     IGNORE_INDEX, compose, fit_scale, flip_sample, letterbox_matrix, rotation_matrix, scale_offset_matrix,
     stretch_matrix, warp_sample,
 )
+from datamodules.dense_targets import TARGETS
 
 Range = tuple[float, float]
 
@@ -43,7 +44,8 @@ Range = tuple[float, float]
 @dataclass
 class DenseAugment:
     """Training augmentation of dense samples. A field left unset (null) takes the task's default: the
-    upstream Sapiens2 recipe for seg, normal and pointmap, the generic set for matting (``TASK_DEFAULTS``).
+    upstream Sapiens2 recipe for seg, normal and pointmap, the generic set for matting (``TASK_DEFAULTS``: each
+    task's pipeline defaults with its target spec's changes).
 
     Args:
         pipeline: ``seg`` (upstream segmentation order, stretched to the input size; validation stretches
@@ -102,21 +104,19 @@ class DenseAugment:
 
 _UPSTREAM = dict(scale_prob=1.0, rotate_prob=0.0, rotate_degrees=60.0, downup_prob=0.0, downup_range=(0.1, 0.7),
                  photometric_prob=1.0, blur_prob=0.0, noise_prob=0.0, solarize_prob=0.0, dropout_prob=0.0)
-_NORMAL = dict(_UPSTREAM, pipeline="camera", flip_prob=0.3, scale_range=(0.5, 2.0), scale_prob=0.3, crop_prob=0.3,
-               crop_area_range=(0.4, 1.0), crop_aspect_range=(0.5, 2.0), downup_prob=0.2, blur_prob=0.3,
-               noise_prob=0.3, solarize_prob=0.3)
-TASK_DEFAULTS = {
+# Each pipeline's defaults: the upstream seg and normal recipes, and the generic set. A task's target spec
+# (``dense_targets/<task>.py``) names its pipeline and the defaults it changes.
+PIPELINE_DEFAULTS = {
     "seg": dict(_UPSTREAM, pipeline="seg", flip_prob=0.5, scale_range=(0.4, 2.0), crop_prob=0.3,
                 crop_max_class_ratio=0.75, rotate_prob=0.5, background_prob=0.8, blur_prob=0.3, noise_prob=0.3),
-    "normal": _NORMAL,
-    "pointmap": dict(_NORMAL, downup_prob=0.0, blur_prob=0.0, noise_prob=0.0, solarize_prob=0.0),
-    "matting": dict(pipeline="generic", flip_prob=0.5, scale_range=(0.75, 1.5), photometric_prob=0.5, blur_prob=0.1,
+    "camera": dict(_UPSTREAM, pipeline="camera", flip_prob=0.3, scale_range=(0.5, 2.0), scale_prob=0.3, crop_prob=0.3,
+                   crop_area_range=(0.4, 1.0), crop_aspect_range=(0.5, 2.0), downup_prob=0.2, blur_prob=0.3,
+                   noise_prob=0.3, solarize_prob=0.3),
+    "generic": dict(pipeline="generic", flip_prob=0.5, scale_range=(0.75, 1.5), photometric_prob=0.5, blur_prob=0.1,
                     dropout_prob=0.0),
 }
-PIPELINE_DEFAULTS = {"seg": "seg", "camera": "normal", "generic": "matting"}  # when not the task's own pipeline
+TASK_DEFAULTS = {task: {**PIPELINE_DEFAULTS[spec.pipeline], **spec.augment} for task, spec in TARGETS.items()}
 PIPELINE_FIT = {"seg": "stretch", "camera": "letterbox", "generic": "letterbox"}  # the validation resize
-TASK_FIXED = {"pointmap": {"rotate_prob": "pointmaps are not rotated (upstream does not; a rotation would be a "
-                                          "camera roll about the principal point only)"}}
 _OPTIONAL = {"background_dir"}  # unset means a behaviour, not a default
 _PROBS = ("flip_prob", "scale_prob", "crop_prob", "rotate_prob", "background_prob", "downup_prob",
           "photometric_prob", "blur_prob", "noise_prob", "solarize_prob", "dropout_prob")
@@ -126,13 +126,13 @@ def resolve_augment(augment: DenseAugment | dict, task: str | None = None) -> De
     """``augment`` with its unset fields filled from the task's defaults (no task: the generic set), checked;
     every problem is reported in one ValueError naming the ``data.augment`` fields."""
     augment = DenseAugment(**augment) if isinstance(augment, dict) else augment
-    base = TASK_DEFAULTS.get(task, TASK_DEFAULTS["matting"])
+    base = TASK_DEFAULTS.get(task, PIPELINE_DEFAULTS["generic"])
     pipeline = augment.pipeline or base["pipeline"]
     errors = []
     if pipeline not in PIPELINE_FIT:
         raise ValueError(f"data.augment.pipeline must be one of {sorted(PIPELINE_FIT)}, got {pipeline!r}")
-    if base["pipeline"] != pipeline:
-        base = TASK_DEFAULTS[PIPELINE_DEFAULTS[pipeline]]
+    if base["pipeline"] != pipeline:  # another pipeline than the task's own: that pipeline's defaults
+        base = PIPELINE_DEFAULTS[pipeline]
     values = {}
     for field in fields(DenseAugment):
         value = getattr(augment, field.name)
@@ -144,7 +144,7 @@ def resolve_augment(augment: DenseAugment | dict, task: str | None = None) -> De
         errors.append("background_dir is used by the 'seg' pipeline only")
     resolved = DenseAugment(**values)
     errors += _check_values(resolved)
-    for name, why in TASK_FIXED.get(task, {}).items():
+    for name, why in (TARGETS[task].fixed if task in TARGETS else {}).items():
         if getattr(resolved, name):
             errors.append(f"{name} must be 0 for task {task!r}: {why}")
     if errors:
@@ -170,7 +170,7 @@ def _check_values(a: DenseAugment) -> list[str]:
 def validation_fit(augment: DenseAugment | None, task: str | None) -> str:
     """The validation resize matching the training pipeline (``letterbox`` or ``stretch``)."""
     pipeline = augment.pipeline if augment is not None and augment.pipeline else (
-        TASK_DEFAULTS.get(task, TASK_DEFAULTS["matting"])["pipeline"])
+        TASK_DEFAULTS.get(task, PIPELINE_DEFAULTS["generic"])["pipeline"])
     return PIPELINE_FIT[pipeline]
 
 

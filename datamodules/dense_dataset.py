@@ -8,69 +8,26 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from datamodules import dense_files as files
 from datamodules.dense_augment import DenseAugment, resolve_augment, validation_fit
 from datamodules.dense_files import DenseSample
 from datamodules.dense_filters import DenseFilter
-from datamodules.dense_transforms import CANONICAL_FOCAL, DenseTransform, canonical_pointmap
+from datamodules.dense_geometry import CANONICAL_FOCAL
+from datamodules.dense_targets import target_spec
+from datamodules.dense_targets.readers import chw
+from datamodules.dense_transforms import DenseTransform
+from datamodules.images import read_image
 from datamodules.loaders import FilteredSample, is_padding, replace_bad_samples, sample_rng
-from datamodules.pose_dataset import read_image
 
 
 def load_sample(sample: DenseSample, task: str, num_classes: int) -> dict:
-    """Read and check the image and the ``task`` targets of one sample (numpy dict, see dense_transforms)."""
+    """Read and check the image and the ``task`` targets of one sample (numpy dict, see ``dense_geometry``)."""
     image = read_image(str(sample.image))
-    shape = image.shape[:2]
-    f = sample.files
-    out = {"image": image}
-    if task == "seg":
-        out["labels"] = files.load_labels(f["labels"], shape, num_classes)
-    elif task == "normal":
-        out["mask"] = files.load_mask(f.get("mask"), shape)
-        out["normals"] = files.load_normals(f["normals"], shape, out["mask"])
-    elif task == "pointmap":
-        out["mask"] = files.load_mask(f.get("mask"), shape)
-        if "depth" in f:
-            out["depth"] = files.load_depth(f["depth"], shape, out["mask"])
-            out["K"] = files.load_intrinsics(f["intrinsics"])
-        else:
-            out["pointmap"] = files.load_pointmap(f["pointmap"], shape, out["mask"])
-            out["K"] = (files.load_intrinsics(f["intrinsics"]) if "intrinsics" in f
-                        else files.fit_intrinsics(out["pointmap"], out["mask"], f["pointmap"]))
-    elif task == "matting":
-        out["alpha"] = files.load_alpha(f["alpha"], shape)
-        if "foreground" in f:
-            out["foreground"] = files.load_foreground(f["foreground"], shape)
-    return out
-
-
-def _chw(array: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(array.transpose(2, 0, 1)))
+    return {"image": image, **target_spec(task).load(sample.files, image.shape[:2], num_classes)}
 
 
 def to_item(sample: dict, task: str, canonical_focal: float = CANONICAL_FOCAL) -> dict:
-    """Transformed numpy sample -> tensors of the dataset item."""
-    item = {"image": _chw(sample["image"])}
-    if task == "seg":
-        item["labels"] = torch.from_numpy(sample["labels"].astype(np.int64))
-    elif task == "normal":
-        item["normals"] = _chw(sample["normals"].astype(np.float32))
-        item["mask"] = torch.from_numpy(sample["mask"])
-    elif task == "pointmap":
-        xyz, scale = canonical_pointmap(sample.get("depth", sample.get("pointmap")), sample["K"], canonical_focal)
-        mask = sample["mask"]
-        item["pointmap"] = _chw(np.where(mask[..., None], xyz, 0).astype(np.float32))
-        item["mask"] = torch.from_numpy(mask)
-        item["scale"] = torch.tensor(scale, dtype=torch.float32)
-        item["intrinsics"] = torch.from_numpy(sample["K"].astype(np.float32))
-    elif task == "matting":
-        alpha = np.clip(sample["alpha"], 0, 1).astype(np.float32)
-        h, w = alpha.shape
-        fg = sample.get("foreground")
-        item["alpha"] = torch.from_numpy(alpha[None])
-        item["foreground"] = _chw(np.clip(fg, 0, 1) if fg is not None else np.zeros((h, w, 3), np.float32))
-        item["has_foreground"] = torch.tensor(fg is not None)
-    return item
+    """Transformed numpy sample -> tensors of the dataset item (the image and the ``task`` targets)."""
+    return {"image": chw(sample["image"]), **target_spec(task).to_item(sample, canonical_focal)}
 
 
 class DenseDataset(Dataset):
@@ -95,8 +52,7 @@ class DenseDataset(Dataset):
                  flip_classes=None, augment: DenseAugment | dict | None = None,
                  on_bad_sample: Literal["error", "skip"] = "error", canonical_focal: float = CANONICAL_FOCAL,
                  filter: DenseFilter | None = None, fit: str | None = None):
-        if task not in files.TASKS:
-            raise ValueError(f"dense_dataset.py: unknown task {task!r}; expected one of {files.TASKS}")
+        target_spec(task)  # an unknown task is an error here
         self.samples = samples
         self.task = task
         self.num_classes = num_classes

@@ -12,12 +12,16 @@ already trained (``skip``) and sees exactly the batches an uninterrupted run wou
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
 import torch
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch.utils.data import DataLoader, Dataset, Sampler
+
+from datamodules.errors import DataError
 
 
 class EpochSeededSampler(Sampler):
@@ -112,11 +116,6 @@ def replace_bad_samples(load: Callable[[int], dict], index: int, length: int, on
     ``filtered_samples``; summed per run). After ``MAX_REPLACEMENTS`` unreadable samples the data is taken to
     be gone (an unmounted volume, say), after ``MAX_FILTERED`` filtered ones the filters to be wrong for the
     data: the error is raised instead of trying every file."""
-    from collections import Counter
-
-    from datamodules.coco_keypoints import DataError
-    from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
-
     global _filter_logged
     bad, filtered, last_error, last_filtered, checks = 0, 0, None, None, Counter()
     for attempt in range(length):

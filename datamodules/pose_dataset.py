@@ -4,35 +4,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-import cv2
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from datamodules.coco_keypoints import DataError, PoseInstance
+from datamodules.coco_keypoints import PoseInstance
+from datamodules.images import read_image
+from datamodules.keypoints.metainfo import KeypointMetainfo
 from datamodules.loaders import is_padding, replace_bad_samples, sample_rng
 from datamodules.transforms import affine
 from datamodules.transforms.photometric import pose_photometric_pipeline
 from datamodules.transforms.topdown import TopdownAugment, half_body_box, random_box
-from sapiens2_ft.metainfo import KeypointMetainfo
-
-
-def read_image(path: str) -> np.ndarray:
-    """RGB uint8 image; a missing or undecodable file is a DataError naming it."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError:
-        raw = b""
-    image = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR) if raw else None
-    # libjpeg decodes a truncated JPEG with only a warning (the missing rows grey): a JPEG must
-    # end its last scan (SOS marker FFDA) with an end-of-image marker (FFD9).
-    if image is not None and raw[:2] == b"\xff\xd8" and not raw.rstrip(b"\x00").endswith(b"\xff\xd9"):
-        if raw.rfind(b"\xff\xd9") < raw.rfind(b"\xff\xda"):
-            image = None
-    if image is None:
-        raise DataError(f"cannot read image {path} (missing, truncated or not an image)")
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
 
 
 class TopdownPoseDataset(Dataset):

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import sys
 
-from sapiens2_ft.cli import Sapiens2CLI, resolve_config_args, task_of
-from sapiens2_ft.config_safety import check_class_paths
+from sapiens2_ft.compat import cli_value
+from sapiens2_ft.training.cli import Sapiens2CLI, resolve_config_args, task_of
+from sapiens2_ft.training.config_safety import check_class_paths
 
 
 class DataCheckCLI(Sapiens2CLI):
@@ -26,8 +27,8 @@ class DataCheckCLI(Sapiens2CLI):
 
     def instantiate_classes(self) -> None:
         self.config_init = self.parser.instantiate_classes(self.config)
-        self.datamodule = self._get(self.config_init, "data")
-        self.model = self._get(self.config_init, "model")
+        self.datamodule = cli_value(self, self.config_init, "data")
+        self.model = cli_value(self, self.config_init, "model")
 
 
 def main(argv: list[str] | None = None) -> int:

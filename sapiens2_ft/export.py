@@ -1,85 +1,17 @@
 """``python -m sapiens2_ft.export --checkpoint CKPT --out DIR [--push_to_hub REPO]``: a training checkpoint
 as a Hugging Face model directory.
 
-``DIR`` loads with ``transformers``' ``AutoModelFor{PoseEstimation, SemanticSegmentation,
-NormalEstimation, PointmapEstimation, ImageMatting}.from_pretrained(DIR)`` and holds:
-
-- ``config.json``: the architecture, head layout, ``image_size``, keypoint or class names in
-  ``id2label``, and (pose) ``flip_pairs``;
-- ``model.safetensors``: the weights (float32);
-- ``preprocessor_config.json``: input size and the mean / std of the normalisation
-  (``Sapiens2ImageProcessor`` settings);
-- ``keypoints.yaml`` (pose): the keypoint set (names, OKS sigmas, skeleton), usable as ``data.keypoints``.
-
-``CKPT`` is a ``.ckpt`` file or an FSDP2 distributed checkpoint directory (consolidated here, in one
-process, reading only the model's tensors). ``train.py`` exports the best checkpoint of every run to
-``<run_dir>/export``.
+``DIR`` loads with ``transformers``' ``AutoModelFor<Task>.from_pretrained(DIR)``; what it holds is described in
+``sapiens2_ft/training/hf_export.py``. ``CKPT`` is a ``.ckpt`` file or an FSDP2 distributed checkpoint directory.
+``train.py`` exports the best checkpoint of every run to ``<run_dir>/export``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-import yaml
-
-from sapiens2_ft.checkpoints import load_model
-from sapiens2_ft.preprocessing import IMAGE_MEAN, IMAGE_STD
-
-PREPROCESSOR_FILE = "preprocessor_config.json"
-KEYPOINTS_FILE = "keypoints.yaml"
-
-
-def preprocessor_config(task: str, image_size, heatmap_sigma: float | None = None) -> dict:
-    """``Sapiens2ImageProcessor`` settings matching the training pipeline's normalisation."""
-    height, width = (int(v) for v in image_size)
-    config = {
-        "image_processor_type": "Sapiens2ImageProcessor",
-        "do_resize": True,
-        "size": {"height": height, "width": width},
-        "do_rescale": True,
-        "rescale_factor": 1 / 255,
-        "do_normalize": True,
-        "image_mean": [round(m / 255, 6) for m in IMAGE_MEAN],
-        "image_std": [round(s / 255, 6) for s in IMAGE_STD],
-        "do_reduce_labels": False,
-        # Letterbox as in training where transformers' post-processing removes the padding again (normal,
-        # pointmap); its seg and matting post-processing expect a stretched input.
-        "do_pad": task in ("normal", "pointmap"),
-    }
-    if task == "pose":
-        config["keypoint_heatmap_downscale_factor"] = 4
-        if heatmap_sigma is not None:
-            config["keypoint_heatmap_sigma"] = heatmap_sigma
-    return config
-
-
-def export_checkpoint(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None) -> Path:
-    """Write the Hugging Face directory of ``checkpoint`` to ``out``; optionally upload it to the Hub."""
-    out = Path(out)
-    model, info = load_model(checkpoint)
-    model.config.architectures = [type(model).__name__]
-    model.save_pretrained(out, safe_serialization=True)
-    with open(out / PREPROCESSOR_FILE, "w") as f:
-        sigma = info.hyper_parameters.get("sigma")
-        json.dump(preprocessor_config(info.task, model.config.image_size, sigma), f, indent=2)
-    if info.keypoints is not None:
-        with open(out / KEYPOINTS_FILE, "w") as f:
-            yaml.safe_dump(info.keypoints, f, sort_keys=False)
-    if push_to_hub:
-        push_directory(out, push_to_hub)
-    return out
-
-
-def push_directory(directory: Path, repo_id: str) -> None:
-    """Upload an exported directory to a Hub model repository (created if missing; needs `hf auth login`)."""
-    from huggingface_hub import HfApi
-
-    api = HfApi()
-    api.create_repo(repo_id, repo_type="model", exist_ok=True)
-    api.upload_folder(folder_path=str(directory), repo_id=repo_id, repo_type="model",
-                      commit_message="Upload Sapiens2 model fine-tuned with sapiens2-ft")
+from sapiens2_ft.training.hf_export import export_checkpoint
 
 
 def main(argv: list[str] | None = None) -> Path:

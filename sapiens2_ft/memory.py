@@ -33,7 +33,7 @@ from transformers import Sapiens2Config
 from transformers.models.sapiens2.modeling_sapiens2 import Sapiens2Layer, Sapiens2RopePositionEmbedding
 
 from sapiens2_ft.models import presets
-from sapiens2_ft.models.factory import OUTPUT_CHANNELS, build_model
+from sapiens2_ft.tasks.registry import build_task_model, label_names, task_spec
 
 GIB = 2**30
 HEADROOM = 0.9  # usable share of device memory (CUDA context, fragmentation)
@@ -117,9 +117,9 @@ def head_activation_bytes(model, input_size, batch: int, bf16: bool) -> int:
 
 
 def estimate(setup: Setup) -> Estimate:
-    labels = OUTPUT_CHANNELS.get(setup.task) or [f"label_{i}" for i in range(setup.num_labels)]
+    labels = list(task_spec(setup.task).outputs) or [f"label_{i}" for i in range(setup.num_labels)]
     with torch.device("meta"):
-        model, _ = build_model(setup.task, labels, setup.input_size, size=setup.size)
+        model, _ = build_task_model(setup.task, labels, setup.input_size, size=setup.size)
     config = model.config
     num_params = sum(p.numel() for p in model.parameters())
     blocks = [m for m in model.modules() if isinstance(m, Sapiens2Layer)]
@@ -191,7 +191,7 @@ def _strategy_name(strategy) -> str:
 
 def setup_from_config(argv: list[str], world_size: int | None) -> Setup:
     """Parse ``argv`` exactly as ``train.py`` does (nothing is instantiated) into a :class:`Setup`."""
-    from sapiens2_ft.cli import Sapiens2CLI, resolve_config_args, task_of
+    from sapiens2_ft.training.cli import Sapiens2CLI, resolve_config_args, task_of
 
     class ParseOnly(Sapiens2CLI):
         def before_instantiate_classes(self) -> None:
@@ -207,14 +207,8 @@ def setup_from_config(argv: list[str], world_size: int | None) -> Setup:
     c = cli.config
     model, data, trainer = c.model, c.data, c.trainer
     size = _size_of_pretrained(model.pretrained) if model.pretrained else model.size
-    if task == "pose":
-        from sapiens2_ft.metainfo import load_metainfo
-
-        num_labels = len(load_metainfo(data.keypoints).keypoint_names)
-    elif task == "seg":
-        num_labels = data.num_classes
-    else:
-        num_labels = len(OUTPUT_CHANNELS[task])
+    label_arg = task_spec(task).label_arg
+    num_labels = len(label_names(task, getattr(model, label_arg) if label_arg else None))
     if world_size is None:
         devices = trainer.devices if isinstance(trainer.devices, int) else 1
         world_size = devices * (trainer.num_nodes or 1)

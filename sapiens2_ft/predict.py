@@ -31,26 +31,21 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from datamodules.coco_keypoints import DataError
 from datamodules.dense_augment import validation_fit
 from datamodules.dense_transforms import DenseTransform
-from datamodules.pose_dataset import read_image
+from datamodules.errors import DataError
+from datamodules.images import read_image
 from datamodules.transforms import affine
-from sapiens2_ft.checkpoints import is_distributed_checkpoint
-from sapiens2_ft.export import KEYPOINTS_FILE, PREPROCESSOR_FILE, export_checkpoint
-from sapiens2_ft.metrics.coco_keypoints import rescore
-from sapiens2_ft.models.factory import TASK_CLASSES, PretrainedNotFoundError, _resolve
-from sapiens2_ft.preprocessing import normalize_images
-from sapiens2_ft.visualize import draw_keypoints
+from sapiens2_ft.models.checkpoints import is_distributed_checkpoint
+from sapiens2_ft.models.factory import PretrainedNotFoundError, resolve_pretrained
+from sapiens2_ft.models.preprocessing import normalize_images
+from sapiens2_ft.tasks.base import write_arrays
+from sapiens2_ft.tasks.pose.metric import rescore
+from sapiens2_ft.tasks.registry import import_class, task_of_architecture, task_spec
+from sapiens2_ft.tasks.visualize import draw_keypoints
+from sapiens2_ft.training.hf_export import KEYPOINTS_FILE, PREPROCESSOR_FILE, export_checkpoint
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
-MODULES = {
-    "pose": "sapiens2_ft.modules.pose.PoseModule",
-    "seg": "sapiens2_ft.modules.segmentation.SegmentationModule",
-    "normal": "sapiens2_ft.modules.normal.NormalModule",
-    "pointmap": "sapiens2_ft.modules.pointmap.PointmapModule",
-    "matting": "sapiens2_ft.modules.matting.MattingModule",
-}
 KEYPOINT_SCORE_THRESHOLD = 0.2  # instance rescoring, as in validation
 DRAW_SCORE_THRESHOLD = 0.3
 
@@ -82,7 +77,7 @@ def read_or_warn(path: Path) -> np.ndarray | None:
 def resolve_model(model: str) -> Path:
     """The local directory of ``model`` (a directory or a hub id); errors name ``--model``."""
     try:
-        directory = Path(_resolve(model))
+        directory = Path(resolve_pretrained(model))
     except PretrainedNotFoundError as err:
         cause = err.__cause__
         if cause is None:  # neither an existing path nor shaped like a hub id
@@ -107,22 +102,22 @@ def load_module(model: str, out: Path, keypoints: str | None = None, device: str
     directory = resolve_model(str(path))
     config = Sapiens2Config.from_pretrained(directory)
     architecture = (config.architectures or ["Sapiens2Model"])[0]
-    task = next((t for t, cls in TASK_CLASSES.items() if cls.__name__ == architecture), None)
-    if task is None:
+    task = task_of_architecture(architecture)
+    if task is None or task_spec(task).predictor is None:
         raise SystemExit(f"--model: {model} holds a {architecture}, not a Sapiens2 task model")
     input_size = list(config.image_size)
     if (directory / PREPROCESSOR_FILE).is_file():
         size = json.loads((directory / PREPROCESSOR_FILE).read_text()).get("size") or {}
         input_size = [size.get("height", input_size[0]), size.get("width", input_size[1])]
     kwargs: dict = {"pretrained": str(directory), "input_size": input_size}
-    if task == "pose":
+    label_arg = task_spec(task).label_arg
+    if label_arg == "keypoints":  # the whole keypoint set (skeleton, flip pairs), exported beside the model
         kwargs["keypoints"] = keypoints or str(directory / KEYPOINTS_FILE)
         if not Path(kwargs["keypoints"]).exists() and keypoints is None:
             raise SystemExit(f"--model: {directory} has no {KEYPOINTS_FILE}; pass --keypoints (a set name or YAML)")
-    elif task == "seg":
-        kwargs["class_names"] = [config.id2label[i] for i in range(config.num_labels)]
-    module_path, name = MODULES[task].rsplit(".", 1)
-    module = getattr(__import__(module_path, fromlist=[name]), name)(**kwargs)
+    elif label_arg is not None:
+        kwargs[label_arg] = [config.id2label[i] for i in range(config.num_labels)]
+    module = import_class(task_spec(task).module)(**kwargs)
     module.configure_model()
     return module.eval().to(device), task
 
@@ -143,15 +138,6 @@ def unwarp(maps: torch.Tensor, matrix: np.ndarray, input_size, image_size, mode:
     return F.grid_sample(maps.float(), grid, mode=mode, padding_mode="border", align_corners=False)
 
 
-def write_files(out: Path, name: str, files: dict[str, np.ndarray]) -> None:
-    (out / name).parent.mkdir(parents=True, exist_ok=True)
-    for suffix, array in files.items():
-        if suffix.endswith(".npy"):
-            np.save(out / f"{name}{suffix}", array)
-        else:
-            cv2.imwrite(str(out / f"{name}{suffix}"), array)
-
-
 @torch.no_grad()
 def predict_dense(module, images: dict[str, Path], out: Path, batch_size: int) -> int:
     """Writes the maps of every readable image; returns the number of unreadable images skipped."""
@@ -168,12 +154,12 @@ def predict_dense(module, images: dict[str, Path], out: Path, batch_size: int) -
         matrices = [transform.matrix(im.shape[:2], None) for im in originals]
         crops = np.stack([affine.warp_image(im, m, size) for im, m in zip(originals, matrices)])
         pixels = torch.from_numpy(crops).permute(0, 3, 1, 2).to(module.device)
-        outputs = module.predict(normalize_images(pixels))
+        outputs = module.infer(normalize_images(pixels))
         for i, (key, image, matrix) in enumerate(zip(keys, originals, matrices)):
             sample = {name: value[i:i + 1] if value.ndim < 4 else unwarp(value[i:i + 1], matrix, size, image.shape[:2])
                       for name, value in outputs.items()}
             batch = {"image": torch.from_numpy(image).permute(2, 0, 1)[None]}
-            write_files(out, output_name(key), module.prediction_files(sample, batch, 0))
+            write_arrays(out, output_name(key), module.prediction_files(sample, batch, 0))
     return skipped
 
 
@@ -258,7 +244,8 @@ def predict_pose(module, images: dict[str, Path], out: Path, batch_size: int,
             crops = np.stack([affine.warp_image(image, m, input_size, affine.crop_interpolation(m))
                               for m in matrices])
             pixels = torch.from_numpy(crops).permute(0, 3, 1, 2).to(module.device)
-            _, coords, scores = module.predict_keypoints(normalize_images(pixels))
+            outputs = module.infer(normalize_images(pixels))
+            coords, scores = outputs["coords"], outputs["scores"]
             coords, scores = coords.cpu().double().numpy(), scores.cpu().double().numpy()
             instance_scores = rescore(scores, chunk[:, 4], KEYPOINT_SCORE_THRESHOLD)
             for k, matrix in enumerate(matrices):
@@ -293,7 +280,7 @@ def main(argv: list[str] | None = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     images = list_images(Path(args.input))
     module, task = load_module(args.model, out, args.keypoints, args.device)
-    if task == "pose":
+    if task_spec(task).predictor == "pose":
         count, skipped = predict_pose(module, images, out, args.batch_size, Path(args.boxes) if args.boxes else None)
         done = (f"{count} people in {len(images) - skipped} images -> {out / 'keypoints.json'}, "
                 f"overlays in {out / 'overlays'}")

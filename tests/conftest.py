@@ -125,7 +125,7 @@ def pose_run_args(coco: Path, model: Path, run_dir: Path, steps: int = 4, *extra
 @pytest.fixture(scope="session")
 def pose_run(tiny_coco, tiny_pose308_dir, tmp_path_factory) -> tuple[Path, dict]:
     """A finished 4-step pose run with the default tracking (wandb, offline here) and export: (run_dir, summary)."""
-    from sapiens2_ft.cli import main
+    from sapiens2_ft.training.cli import main
 
     run_dir = tmp_path_factory.mktemp("pose_run") / "run"
     return run_dir, main(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir))

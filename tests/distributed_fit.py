@@ -21,9 +21,9 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset
 
-from sapiens2_ft.models.factory import build_model
-from sapiens2_ft.modules.segmentation import SegmentationModule
-from sapiens2_ft.strategies import FSDP2Strategy
+from sapiens2_ft.tasks.registry import build_task_model
+from sapiens2_ft.tasks.seg.module import SegmentationModule
+from sapiens2_ft.training.strategies import FSDP2Strategy
 
 SIZE = (64, 48)
 CLASSES = ["a", "b", "c", "d"]
@@ -94,7 +94,7 @@ def main() -> None:
     init = Path(args.out).parent / "init"
     if not init.exists():  # the launching process writes it before any rank starts
         torch.manual_seed(0)
-        model, _ = build_model("seg", CLASSES, SIZE, size="tiny")
+        model, _ = build_task_model("seg", CLASSES, SIZE, size="tiny")
         model.save_pretrained(init)
     # Dice is a batch-level ratio: cross-entropy alone is a per-sample mean, comparable across batch splits.
     module = SegmentationModule(pretrained=str(init), input_size=SIZE, class_names=CLASSES, dice_weight=0.0,

@@ -50,7 +50,7 @@ def main() -> None:
         save_backbone(args.save_only / "checkpoints" / "last.ckpt", args.out,
                       {"val_metrics": summary.get("metrics"), "fit_wall_time_s": summary.get("fit_wall_time_s")})
     else:
-        from sapiens2_ft.cli import main as train
+        from sapiens2_ft.training.cli import main as train
 
         summary = train(["--config", "pretrain_demo_backbone.yaml", "--resume", "auto", *train_args])
         run_dir = Path(summary["run_dir"])

@@ -5,7 +5,7 @@ id, 0 = background).  ``COCO_KEYPOINT_NAMES`` / ``COCO_SKELETON`` are the COCO-1
 keypoint order and its 1-based limb pairs, as stored in the COCO ``categories`` entry.
 """
 
-from sapiens2_ft.body_parts import SAPIENS2_PART_CLASSES  # noqa: E402  (one source for the taxonomy)
+from datamodules.body_parts import SAPIENS2_PART_CLASSES  # noqa: E402  (one source for the taxonomy)
 
 PART_ID = {name: class_id for class_id, name in enumerate(SAPIENS2_PART_CLASSES)}
 

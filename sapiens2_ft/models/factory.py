@@ -4,11 +4,15 @@ What happens to the weights is returned as a :class:`LoadReport`:
 
 - same task, same labels: everything loads;
 - same task, other labels (e.g. 308 -> COCO-17 or COCO-WholeBody keypoints): backbone and head load, and
-  each output row is copied from the checkpoint row of the same name where there is one (a 308-row pose
-  checkpoint without names in its config gets the bundled Sapiens2-308 names);
+  each output row is copied from the checkpoint row of the same name where there is one (a checkpoint
+  without names in its config gets the task's released names when it has their count: the bundled
+  Sapiens2-308 keypoints, the 29 Sapiens2 classes);
 - pretrain-only backbone (``Sapiens2Model``) or another task's checkpoint: the backbone
   loads and a new head with the released layout for that size is built;
 - no ``pretrained``: random init from ``size`` (for tests, demos and scaling checks).
+
+This layer knows no task names: the caller (``sapiens2_ft.tasks.registry.build_task_model``) passes the
+transformers class, the labels, the released head layouts and label names of its task.
 """
 
 from __future__ import annotations
@@ -20,37 +24,9 @@ from typing import Sequence
 
 import torch
 from torch import nn
-from transformers import (
-    Sapiens2Config,
-    Sapiens2ForImageMatting,
-    Sapiens2ForNormalEstimation,
-    Sapiens2ForPointmapEstimation,
-    Sapiens2ForPoseEstimation,
-    Sapiens2ForSemanticSegmentation,
-    Sapiens2HeadConfig,
-)
+from transformers import Sapiens2Config, Sapiens2ForPointmapEstimation, Sapiens2HeadConfig
 
-from sapiens2_ft.body_parts import SAPIENS2_PART_CLASSES
-from sapiens2_ft.metainfo import load_metainfo
 from sapiens2_ft.models import presets
-
-TASK_CLASSES = {
-    "pose": Sapiens2ForPoseEstimation,
-    "seg": Sapiens2ForSemanticSegmentation,
-    "normal": Sapiens2ForNormalEstimation,
-    "pointmap": Sapiens2ForPointmapEstimation,
-    "matting": Sapiens2ForImageMatting,
-}
-# Tasks whose outputs are fixed channels rather than a label set (names only document the channels).
-OUTPUT_CHANNELS = {
-    "normal": ["normal_x", "normal_y", "normal_z"],
-    "pointmap": ["x", "y", "z"],
-    "matting": ["foreground_r", "foreground_g", "foreground_b", "alpha"],
-}
-
-# Keypoint name -> row of the released 308-keypoint Sapiens2 pose heads (the bundled ``sapiens2_308`` set).
-# Used when a 308-row checkpoint carries no keypoint names in its config (``id2label`` absent or LABEL_i).
-SAPIENS2_308_ROWS = {name: i for i, name in enumerate(load_metainfo("sapiens2_308").keypoint_names)}
 
 
 class PretrainedNotFoundError(OSError):
@@ -96,7 +72,7 @@ class LoadReport:
         return "\n".join(lines)
 
 
-def _resolve(pretrained: str) -> str:
+def resolve_pretrained(pretrained: str) -> str:
     """A local directory as is; a hub id through the local cache or the hub."""
     if Path(pretrained).is_dir():
         return pretrained
@@ -119,15 +95,13 @@ def _is_named(labels: Sequence[str]) -> bool:
     return not all(re.fullmatch(r"LABEL_\d+", name) for name in labels)
 
 
-def _source_rows(config: Sapiens2Config, task: str) -> dict[str, int]:
-    """Label name -> output row of a checkpoint's head."""
+def _source_rows(config: Sapiens2Config, released_labels: Sequence[str] = ()) -> dict[str, int]:
+    """Label name -> output row of a checkpoint's head (unnamed rows: ``released_labels`` when their count fits)."""
     names = [config.id2label[i] for i in range(config.num_labels)] if config.id2label else []
     if names and _is_named(names):
         return {name: i for i, name in enumerate(names)}
-    if task == "pose" and config.num_labels == 308:
-        return dict(SAPIENS2_308_ROWS)
-    if task == "seg" and config.num_labels == len(SAPIENS2_PART_CLASSES):
-        return {name: i for i, name in enumerate(SAPIENS2_PART_CLASSES)}
+    if released_labels and config.num_labels == len(released_labels):
+        return {name: i for i, name in enumerate(released_labels)}
     return {}
 
 
@@ -138,9 +112,9 @@ def _new_predictor(old: nn.Conv2d, num_labels: int) -> nn.Conv2d:
     return new.to(device=old.weight.device, dtype=old.weight.dtype)
 
 
-def _transfer_rows(model, task: str, labels: Sequence[str], report: LoadReport) -> None:
+def _transfer_rows(model, labels: Sequence[str], released_labels: Sequence[str], report: LoadReport) -> None:
     """Replace the head's last layer with one row per label, copying rows by name."""
-    rows = _source_rows(model.config, task)
+    rows = _source_rows(model.config, released_labels)
     old = model.decode_head.predictor
     new = _new_predictor(old, len(labels))
     with torch.no_grad():
@@ -155,8 +129,14 @@ def _transfer_rows(model, task: str, labels: Sequence[str], report: LoadReport) 
     report.head = "transferred"
 
 
-def _configure(config: Sapiens2Config, task: str, labels: Sequence[str], image_size, pos_embed_rescale,
-               flip_pairs, head: dict | None) -> Sapiens2Config:
+def head_layout(heads: dict[str, dict], size: str | None) -> dict:
+    """The released head layout of a backbone ``size`` among a task's ``heads`` (the 0.4b one for another size)."""
+    return dict(heads.get(size or "0.4b", heads["0.4b"]))
+
+
+def configure(config: Sapiens2Config, labels: Sequence[str], image_size, pos_embed_rescale, flip_pairs,
+              head: dict | None, heads: dict[str, dict]) -> Sapiens2Config:
+    """Set a model config's labels, image size, RoPE augmentation, flip pairs and (when new) head layout."""
     config.num_labels = len(labels)
     config.id2label = {i: name for i, name in enumerate(labels)}
     config.label2id = {name: i for i, name in enumerate(labels)}
@@ -167,12 +147,12 @@ def _configure(config: Sapiens2Config, task: str, labels: Sequence[str], image_s
     # A pretrain-only checkpoint loads with an empty head config (every field None), not None.
     if head is not None or config.head_config is None or not config.head_config.upsample_out_channels:
         size = presets.size_of(config.hidden_size, config.num_hidden_layers)
-        config.head_config = Sapiens2HeadConfig(**(head or presets.head_layout(task, size)))
+        config.head_config = Sapiens2HeadConfig(**(head or head_layout(heads, size)))
     config.head_config._init_scale_final_input_size(config.image_size, config.patch_size)  # no-op once set
     return config
 
 
-def _fit_scale_head(model, report: LoadReport) -> None:
+def fit_scale_head(model, report: LoadReport) -> None:
     """The pointmap scale MLP's input size is fixed by ``image_size``: rebuild its first layer if that changed."""
     head = model.config.head_config
     if not isinstance(model, Sapiens2ForPointmapEstimation) or head.scale_conv_out_channels is None:
@@ -201,61 +181,62 @@ def check_scale_branch(config: Sapiens2Config) -> None:
 
 
 def build_model(
-    task: str,
+    model_class: type,
     labels: Sequence[str],
     image_size: Sequence[int],
+    heads: dict[str, dict],
     pretrained: str | None = None,
     size: str | None = None,
     head: dict | None = None,
     pos_embed_rescale: float | None = None,
     flip_pairs: Sequence[Sequence[int]] | None = None,
     attn_implementation: str = "sdpa",
+    released_labels: Sequence[str] = (),
+    rows_by_name: bool = True,
 ) -> tuple[nn.Module, LoadReport]:
-    """Build the transformers ``Sapiens2For<Task>`` model for ``labels`` (keypoint or class names).
+    """Build the transformers ``model_class`` (a ``Sapiens2For<Task>``) for ``labels`` (keypoint or class names).
 
-    ``pos_embed_rescale`` is the RoPE coordinate augmentation of pretraining: off (None) by default.
-    ``head`` overrides the head layout (``Sapiens2HeadConfig`` kwargs).
+    ``heads``: the released head layout per backbone size (a new head takes the one of its size).
+    ``head`` overrides the head layout (``Sapiens2HeadConfig`` kwargs). ``pos_embed_rescale`` is the RoPE
+    coordinate augmentation of pretraining: off (None) by default. ``rows_by_name``: the outputs are a label set
+    whose rows a checkpoint of other labels hands over by name (``released_labels``: the names of its unnamed
+    rows); False for fixed output channels.
     """
-    if task not in TASK_CLASSES:
-        raise ValueError(f"unknown task '{task}'; known: {sorted(TASK_CLASSES)}")
-    cls = TASK_CLASSES[task]
     labels = list(labels)
-    if task in OUTPUT_CHANNELS and labels != OUTPUT_CHANNELS[task]:
-        raise ValueError(f"task '{task}' predicts {OUTPUT_CHANNELS[task]}, got labels {labels}")
     if pretrained is None:
         if size not in presets.BACKBONES:
             raise ValueError(f"model.size must be one of {sorted(presets.BACKBONES)} when model.pretrained is not set")
         config = Sapiens2Config(**presets.BACKBONES[size], attn_implementation=attn_implementation)
-        config.head_config = Sapiens2HeadConfig(**(head or presets.head_layout(task, size)))
-        _configure(config, task, labels, image_size, pos_embed_rescale, flip_pairs, None)
+        config.head_config = Sapiens2HeadConfig(**(head or head_layout(heads, size)))
+        configure(config, labels, image_size, pos_embed_rescale, flip_pairs, None, heads)
         check_scale_branch(config)
-        return cls(config), LoadReport(f"size preset '{size}'", backbone="random", head="random")
+        return model_class(config), LoadReport(f"size preset '{size}'", backbone="random", head="random")
 
-    path = _resolve(pretrained)
+    path = resolve_pretrained(pretrained)
     config = Sapiens2Config.from_pretrained(path)
     architecture = (config.architectures or ["Sapiens2Model"])[0]
     report = LoadReport(pretrained, backbone="pretrained", head="pretrained")
 
-    if architecture == cls.__name__ and head is None:
-        model = from_pretrained_checked(cls, path, attn_implementation=attn_implementation)
+    if architecture == model_class.__name__ and head is None:
+        model = from_pretrained_checked(model_class, path, attn_implementation=attn_implementation)
         old_labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
-        if task not in OUTPUT_CHANNELS and old_labels != labels:
-            _transfer_rows(model, task, labels, report)
-        _configure(model.config, task, labels, image_size, pos_embed_rescale, flip_pairs, None)
-        _fit_scale_head(model, report)
+        if rows_by_name and old_labels != labels:
+            _transfer_rows(model, labels, released_labels, report)
+        configure(model.config, labels, image_size, pos_embed_rescale, flip_pairs, None, heads)
+        fit_scale_head(model, report)
         check_scale_branch(model.config)
         return model, report
 
     report.head = "new"
     report.new = labels
-    _configure(config, task, labels, image_size, pos_embed_rescale, flip_pairs, head)
-    config.architectures = [cls.__name__]
+    configure(config, labels, image_size, pos_embed_rescale, flip_pairs, head, heads)
+    config.architectures = [model_class.__name__]
     check_scale_branch(config)
     if architecture == "Sapiens2Model":
-        model = from_pretrained_checked(cls, path, backbone_only=True, config=config,
+        model = from_pretrained_checked(model_class, path, backbone_only=True, config=config,
                                         attn_implementation=attn_implementation)
     else:  # another task's checkpoint: keep its backbone only
         other = from_pretrained_checked(getattr(__import__("transformers"), architecture), path)
-        model = cls(config)
+        model = model_class(config)
         model.model.load_state_dict(other.model.state_dict())
     return model, report

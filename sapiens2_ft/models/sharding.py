@@ -1,6 +1,6 @@
 """Placing a Sapiens2 task model for training: activation checkpointing, and FSDP2 sharding.
 
-``place_model`` is what a module's ``configure_model`` calls:
+``place_model`` is what a task module's ``configure_model`` calls:
 
 - no device mesh (one device, DDP): build the model, checkpoint every n-th block if asked;
 - a device mesh (Lightning's ``ModelParallelStrategy``): rank 0 builds the model with its weights on
@@ -17,7 +17,6 @@ from typing import Callable
 
 import torch
 import torch.distributed as dist
-from lightning.pytorch.utilities import rank_zero_info
 from torch import nn
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     CheckpointImpl,
@@ -26,7 +25,7 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
 )
 from transformers.models.sapiens2.modeling_sapiens2 import Sapiens2Layer
 
-from sapiens2_ft.models.factory import TASK_CLASSES, LoadReport
+from sapiens2_ft.models.factory import LoadReport
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -108,9 +107,9 @@ def _broadcast_object(obj, src: int = 0):
     return box[0]
 
 
-def place_model(build: Callable[[], tuple[nn.Module, LoadReport]], task: str, config: ScaleConfig,
+def place_model(build: Callable[[], tuple[nn.Module, LoadReport]], model_class: type, config: ScaleConfig,
                 mesh=None, device: torch.device | None = None) -> tuple[nn.Module, LoadReport | None]:
-    """Build (``build()`` -> model, report) and place the model; see the module docstring.
+    """Build (``build()`` -> a ``model_class`` model, report) and place the model; see the module docstring.
 
     With a mesh, the report is returned on rank 0 only (None elsewhere).
     """
@@ -125,7 +124,7 @@ def place_model(build: Callable[[], tuple[nn.Module, LoadReport]], task: str, co
     full, report = build() if rank == 0 else (None, None)
     model_config = _broadcast_object(full.config if rank == 0 else None)
     with torch.device("meta"):
-        model = TASK_CLASSES[task](model_config)
+        model = model_class(model_config)
     apply_activation_checkpointing(model, config.activation_checkpointing)
     on_gpu = device is not None and device.type == "cuda"
     shard_model(model, mesh, config, on_gpu)
@@ -143,15 +142,3 @@ def place_model(build: Callable[[], tuple[nn.Module, LoadReport]], task: str, co
     del full, state
     return model.train(), report
 
-
-def configure_task_model(module, build: Callable[[], tuple[nn.Module, LoadReport]], task: str,
-                         config: ScaleConfig) -> None:
-    """A LightningModule's ``configure_model``: place ``module.model`` once, for the trainer's strategy."""
-    if module.model is not None:
-        return
-    mesh = module.device_mesh["data_parallel"] if module.device_mesh is not None else None
-    device = module.trainer.strategy.root_device if module._trainer is not None else None
-    module.model, report = place_model(build, task, config, mesh, device)
-    if report is not None:
-        module.load_report = report
-        rank_zero_info(str(report))

@@ -1,0 +1,60 @@
+"""What every DataModule shares: the dataset folder, the input size, the loaders, the bad-sample policy and
+the synthetic demo data. The task data modules declare only their own arguments and pass the rest on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import lightning as L
+from torch.utils.data import DataLoader, Dataset
+
+from datamodules.hparams import as_dataclass, plain_hparams
+from datamodules.loaders import make_loader
+from datamodules.synthetic_data import SyntheticData, render_if_missing
+
+
+class SampleDataModule(L.LightningDataModule):
+    """Base of the data modules (``data.*`` keys common to every task).
+
+    Args:
+        root: Dataset folder; the other paths (annotation files, split folders) are relative to it.
+        input_size: Network input (H, W) (pose: the crop size, whose aspect ratio the crop boxes follow).
+        batch_size: Samples per device per step.
+        val_batch_size: Validation batch size (default: ``batch_size``).
+        num_workers: DataLoader worker processes.
+        pin_memory: Pin host memory for faster host-to-GPU copies.
+        persistent_workers: Keep workers alive between epochs.
+        on_bad_sample: ``error`` stops at the first bad sample or record; ``skip`` counts and drops it.
+        synthetic: When set, render the synthetic demo dataset into ``root`` if it is missing.
+    """
+
+    hparams_ignore: tuple[str, ...] = ()  # arguments left out of the hyper-parameters
+
+    def __init__(
+        self,
+        root: str = "data/synthetic",
+        input_size: tuple[int, int] = (256, 192),
+        batch_size: int = 16,
+        val_batch_size: int | None = None,
+        num_workers: int = 2,
+        pin_memory: bool = True,
+        persistent_workers: bool = True,
+        on_bad_sample: Literal["error", "skip"] = "error",
+        synthetic: SyntheticData | None = None,
+    ):
+        super().__init__()
+        self.save_hyperparameters(ignore=list(self.hparams_ignore))  # the subclass's arguments too
+        plain_hparams(self)  # checkpoints stay loadable with weights_only=True
+        self.root = Path(root)
+        self.synthetic = as_dataclass(SyntheticData, synthetic)
+        self.skipped: dict[str, dict[str, int]] = {}  # split -> reason -> samples left out when listing
+
+    def prepare_data(self) -> None:
+        render_if_missing(self.root, self.synthetic)
+
+    def loader(self, dataset: Dataset, train: bool) -> DataLoader:
+        """The training (shuffled, ``batch_size``) or validation (``val_batch_size``) loader of ``dataset``."""
+        hp = self.hparams
+        batch_size = hp.batch_size if train else hp.val_batch_size or hp.batch_size
+        return make_loader(dataset, batch_size, train, hp.num_workers, hp.pin_memory, hp.persistent_workers)

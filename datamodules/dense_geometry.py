@@ -1,0 +1,212 @@
+"""Dense-task geometry: affine warps (scale, crop / letterbox, stretch, rotation), horizontal flip, intrinsics,
+pointmaps. ``dense_transforms.DenseTransform`` applies them (a training pipeline or the validation resize).
+
+A sample is a dict of numpy arrays: ``image`` HxWx3 uint8 plus any of ``labels`` HxW uint8,
+``normals`` HxWx3, ``mask`` HxW bool, ``depth`` HxW, ``pointmap`` HxWx3, ``K`` 3x3, ``alpha`` HxW,
+``foreground`` HxWx3 (floats are float32). Every geometric step moves all of them together:
+
+- resize/crop/pad/rotate is one affine ``A`` (source -> output pixel centres, cv2.warpAffine convention);
+  labels / mask / depth / pointmap use nearest (never bilinear), normals linear then renormalised,
+  image / alpha / foreground linear; ``K' = [A; 0 0 1] @ K`` (fx, fy scale; cx, cy scale + shift).
+  A rotation (``roll``) also turns the normals' (n_x, n_y) by the same angle; samples with intrinsics
+  (pointmaps) are not rotated.
+- horizontal flip (after the warp): labels through the ``flip_classes`` map, normals n_x negated,
+  pointmap X negated, ``cx' = W - 1 - cx``; depth / mask / alpha / foreground only mirrored.
+Padding: labels 255 (ignore; a rotation's corners may use 0), mask False, depth / pointmap / alpha /
+foreground / image 0. Photometric changes touch the image only.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from datamodules.body_parts import SAPIENS2_PART_CLASSES
+
+CANONICAL_FOCAL = 768.0
+IGNORE_INDEX = 255
+FITS = ("letterbox", "stretch")
+
+
+def flip_classes_from_names(class_names) -> list[int]:
+    """Index map swapping ``Left_*`` / ``Right_*`` (any case, ``_`` / space / ``-`` after) class names."""
+    def key(name: str) -> tuple[str, str] | None:
+        low = name.lower()
+        for side in ("left", "right"):
+            if low.startswith(side) and low[len(side):len(side) + 1] in ("_", " ", "-"):
+                return side, low[len(side) + 1:]
+        return None
+
+    index = {key(n): i for i, n in enumerate(class_names) if key(n)}
+    mapping = list(range(len(class_names)))
+    for (side, part), i in index.items():
+        other = index.get(("right" if side == "left" else "left", part))
+        if other is not None:
+            mapping[i] = other
+    return mapping
+
+
+SAPIENS2_FLIP_CLASSES = flip_classes_from_names(SAPIENS2_PART_CLASSES)  # 5-12 <-> 14-21
+
+
+def check_flip_classes(flip_classes, num_classes: int) -> np.ndarray:
+    """uint8 lookup table (256 entries, 255 kept) from an index map that must be a permutation."""
+    mapping = np.asarray(flip_classes, dtype=np.int64)
+    if mapping.shape != (num_classes,) or sorted(mapping.tolist()) != list(range(num_classes)):
+        raise ValueError(f"dense_geometry.py: flip_classes must be a permutation of range({num_classes}), "
+                         f"got {list(flip_classes)}")
+    table = np.arange(256, dtype=np.uint8)
+    table[:num_classes] = mapping
+    return table
+
+
+def scale_offset_matrix(scale: float, offset_x: float, offset_y: float) -> np.ndarray:
+    """2x3 affine of ``edge' = scale * edge + offset`` (edge coords: pixel centre + 0.5) on pixel centres."""
+    shift = 0.5 * (scale - 1.0)
+    return np.array([[scale, 0.0, offset_x + shift], [0.0, scale, offset_y + shift]])
+
+
+def stretch_matrix(shape: tuple[int, int], size: tuple[int, int]) -> np.ndarray:
+    """2x3 affine stretching an image of ``shape`` (H, W) to fill ``size`` (H, W) (aspect not kept)."""
+    sx, sy = size[1] / shape[1], size[0] / shape[0]
+    return np.array([[sx, 0.0, 0.5 * (sx - 1.0)], [0.0, sy, 0.5 * (sy - 1.0)]])
+
+
+def rotation_matrix(degrees: float, shape: tuple[int, int]) -> np.ndarray:
+    """2x3 affine turning an image of ``shape`` (H, W) by ``degrees`` about its centre, counter-clockwise as
+    displayed (the cv2.getRotationMatrix2D convention)."""
+    return cv2.getRotationMatrix2D(((shape[1] - 1) / 2.0, (shape[0] - 1) / 2.0), float(degrees), 1.0)
+
+
+def compose(*matrices: np.ndarray) -> np.ndarray:
+    """2x3 affine of applying ``matrices`` in order (the first one first)."""
+    total = np.eye(3)
+    for matrix in matrices:
+        total = np.vstack([matrix, [0.0, 0.0, 1.0]]) @ total
+    return total[:2]
+
+
+def rotate_normals(normals: np.ndarray, degrees: float) -> np.ndarray:
+    """Normals after the image turns by ``degrees`` (``rotation_matrix`` convention): (n_x, n_y) turn with the
+    image content (a camera roll), n_z is kept."""
+    c, s = np.cos(np.deg2rad(degrees)), np.sin(np.deg2rad(degrees))
+    out = normals.copy()
+    out[..., 0] = c * normals[..., 0] + s * normals[..., 1]
+    out[..., 1] = -s * normals[..., 0] + c * normals[..., 1]
+    return out
+
+
+def update_intrinsics(K: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """K after the image is warped by the 2x3 pixel affine ``matrix``."""
+    return (np.vstack([matrix, [0.0, 0.0, 1.0]]) @ K.astype(np.float64)).astype(np.float32)
+
+
+def flip_intrinsics(K: np.ndarray, width: int) -> np.ndarray:
+    """K after a horizontal flip of a ``width``-pixel image: cx' = W - 1 - cx (fx kept positive)."""
+    K = K.copy()
+    K[0, 2] = width - 1 - K[0, 2]
+    return K
+
+
+def back_project(depth: np.ndarray, K: np.ndarray) -> np.ndarray:
+    """HxW z-depth -> HxWx3 float32 camera XYZ at pixel centres (u = column, v = row)."""
+    height, width = depth.shape
+    u, v = np.meshgrid(np.arange(width, dtype=np.float64), np.arange(height, dtype=np.float64))
+    x = (u - K[0, 2]) / K[0, 0] * depth
+    y = (v - K[1, 2]) / K[1, 1] * depth
+    return np.stack([x, y, depth.astype(np.float64)], axis=-1).astype(np.float32)
+
+
+def canonical_pointmap(depth: np.ndarray, K: np.ndarray, canonical_focal: float = CANONICAL_FOCAL):
+    """Camera XYZ in the canonical camera of focal ``canonical_focal``, as upstream; returns ``(xyz, scale)``.
+
+    ``scale = canonical_focal / fx``; X, Y and Z are all multiplied by it (the scene shrinks or grows about
+    the camera centre, so X/Z and Y/Z are kept and every point still projects to its pixel through K).
+    Metric points back: ``xyz / scale``. ``depth`` may also be an HxWx3 camera pointmap.
+    """
+    xyz = back_project(depth, K) if depth.ndim == 2 else depth.astype(np.float32)
+    scale = float(canonical_focal) / float(K[0, 0])
+    return (xyz * scale).astype(np.float32), scale
+
+
+def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antialias: bool = True,
+                label_border: int = IGNORE_INDEX, roll: float = 0.0) -> dict:
+    """Warp every map of ``sample`` by the 2x3 pixel affine ``matrix`` to ``size`` (H, W).
+
+    ``label_border``: label of pixels from outside the source. ``roll``: degrees of rotation contained in
+    ``matrix`` (``rotation_matrix`` convention); the normals turn by it. A sample with intrinsics ``K`` cannot
+    be rotated (upstream never rotates pointmaps; it would be a camera roll about the principal point only).
+    """
+    if roll and "K" in sample:
+        raise ValueError("dense_geometry.py: samples with intrinsics (pointmaps) are not rotated; set "
+                         "data.augment.rotate_prob to 0")
+    dsize = (int(size[1]), int(size[0]))
+
+    def warp(array, interpolation, border=0):
+        return cv2.warpAffine(array, matrix, dsize, flags=interpolation, borderMode=cv2.BORDER_CONSTANT,
+                              borderValue=border)
+
+    out = {}
+    scale = float(np.linalg.svd(np.asarray(matrix)[:, :2], compute_uv=False).min())  # the strongest shrink
+    for key, value in sample.items():
+        if key == "image":
+            if antialias and scale < 0.5:  # prefilter a strong downscale (warpAffine has no INTER_AREA)
+                value = cv2.GaussianBlur(value, (0, 0), sigmaX=(1.0 / scale - 1.0) / 2.0)
+            out[key] = warp(value, cv2.INTER_LINEAR)
+        elif key == "labels":
+            out[key] = warp(value, cv2.INTER_NEAREST, label_border)
+        elif key == "mask":
+            out[key] = warp(value.astype(np.uint8), cv2.INTER_NEAREST) > 0
+        elif key in ("depth", "pointmap"):
+            out[key] = warp(value, cv2.INTER_NEAREST)
+        elif key in ("alpha", "foreground"):
+            out[key] = warp(value, cv2.INTER_LINEAR)
+        elif key == "normals":
+            out[key] = warp(rotate_normals(value, roll) if roll else value, cv2.INTER_LINEAR)
+        elif key == "K":
+            out[key] = update_intrinsics(value, matrix)
+        else:
+            out[key] = value
+    if "normals" in out:
+        normals = out["normals"]
+        norm = np.linalg.norm(normals, axis=-1, keepdims=True)
+        valid = norm[..., 0] > 0.5  # blends of opposite normals or with unlabelled pixels are dropped
+        out["normals"] = np.where(valid[..., None], normals / np.maximum(norm, 1e-6), 0).astype(np.float32)
+        if "mask" in out:
+            out["mask"] = out["mask"] & valid
+    if "mask" in out and "depth" in out:
+        out["mask"] = out["mask"] & (out["depth"] > 0)
+    if "mask" in out and "pointmap" in out:
+        out["mask"] = out["mask"] & (out["pointmap"][..., 2] > 0)
+    return out
+
+
+def flip_sample(sample: dict, flip_table: np.ndarray | None = None) -> dict:
+    """Horizontal flip with the per-target rules (see the module docstring)."""
+    out = {}
+    for key, value in sample.items():
+        if key == "K":
+            out[key] = flip_intrinsics(value, sample["image"].shape[1])
+            continue
+        if not isinstance(value, np.ndarray) or value.ndim < 2:
+            out[key] = value
+            continue
+        value = np.ascontiguousarray(value[:, ::-1])
+        if key == "labels" and flip_table is not None:
+            value = flip_table[value]
+        elif key in ("normals", "pointmap"):
+            value = value.copy()
+            value[..., 0] *= -1
+        out[key] = value
+    return out
+
+
+def fit_scale(shape: tuple[int, int], size: tuple[int, int]) -> float:
+    """Largest scale that fits an image of ``shape`` (H, W) inside ``size`` (H, W)."""
+    return min(size[0] / shape[0], size[1] / shape[1])
+
+
+def letterbox_matrix(shape: tuple[int, int], size: tuple[int, int]) -> np.ndarray:
+    """2x3 affine fitting an image of ``shape`` (H, W) inside ``size`` (H, W), aspect kept, centred."""
+    scale = fit_scale(shape, size)
+    return scale_offset_matrix(scale, (size[1] - shape[1] * scale) / 2, (size[0] - shape[0] * scale) / 2)

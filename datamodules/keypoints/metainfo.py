@@ -1,0 +1,196 @@
+"""Keypoint sets as data: names, flip pairs, OKS sigmas, skeleton, body halves, evaluation groups.
+
+A keypoint set is one YAML file::
+
+    name: my_set
+    keypoints: [nose, left_eye, right_eye, ...]   # order = heatmap channel order
+    sigmas: [0.026, 0.025, ...]                    # OKS sigma per keypoint
+    skeleton: [[left_eye, right_eye], ...]         # links by name (for drawing)
+    upper_body: [...]                               # half-body augmentation
+    lower_body: [...]
+    swap: {left_big_toe: right_big_toe}             # optional: pairs not named left_*/right_*
+    groups: {body: [nose, ...], hand: [...]}        # optional: OKS AP per group at validation (AP_<group>)
+
+Flip pairs are derived from a ``left``/``right`` word in the names (``left_eye`` <-> ``right_eye``,
+``Left_Hand`` <-> ``Right_Hand``); ``l_hand`` or ``cleft_chin`` are not matched: use ``swap`` for such names.
+Group names are letters, digits and ``_`` (they become metric names). Built-in sets live beside this file in
+``datamodules/keypoints/`` and are referred to by name: ``coco17``, ``coco_wholebody`` (133) and ``sapiens2_308``
+(the released Sapiens2 pose heads; data from the Sapiens2 code under its licence, ``LICENSE-sapiens2.md`` here).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+BUILTIN_DIR = Path(__file__).parent
+
+
+class MetainfoError(ValueError):
+    """A keypoint metainfo file is malformed; the message names the file and field."""
+
+
+@dataclass(frozen=True)
+class KeypointMetainfo:
+    name: str
+    keypoint_names: tuple[str, ...]
+    sigmas: tuple[float, ...]
+    skeleton: tuple[tuple[int, int], ...]
+    flip_indices: tuple[int, ...]  # flip_indices[k] = index of k's mirror partner (k itself if none)
+    upper_body_ids: tuple[int, ...]
+    lower_body_ids: tuple[int, ...]
+    source: str
+    groups: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (group name, keypoint indices), in file order
+
+    @property
+    def num_keypoints(self) -> int:
+        return len(self.keypoint_names)
+
+    @property
+    def flip_pairs(self) -> list[list[int]]:
+        """Mirror pairs ``[left, right]`` with left < right, each once."""
+        return [[k, j] for k, j in enumerate(self.flip_indices) if k < j]
+
+    @property
+    def group_ids(self) -> dict[str, list[int]]:
+        """Group name -> keypoint indices (empty when the set defines no groups)."""
+        return {name: list(ids) for name, ids in self.groups}
+
+    def index(self, name: str) -> int:
+        return self.keypoint_names.index(name)
+
+    def to_dict(self) -> dict:
+        """The YAML form (``parse_metainfo`` of it gives this set back); exports carry it as ``keypoints.yaml``."""
+        names = list(self.keypoint_names)
+        swap = {names[k]: names[j] for k, j in enumerate(self.flip_indices)
+                if k < j and _mirror_name(names[k]) != names[j]}
+        data = {"name": self.name, "keypoints": names, "sigmas": list(self.sigmas),
+                "skeleton": [[names[a], names[b]] for a, b in self.skeleton],
+                "upper_body": [names[i] for i in self.upper_body_ids],
+                "lower_body": [names[i] for i in self.lower_body_ids]}
+        if swap:
+            data["swap"] = swap
+        if self.groups:
+            data["groups"] = {group: [names[i] for i in ids] for group, ids in self.groups}
+        return data
+
+
+def _mirror_name(name: str) -> str | None:
+    """``left_eye`` -> ``right_eye``: swaps a whole ``left``/``right`` word (any case) between ``_``."""
+    words = name.split("_")
+    for i, word in enumerate(words):
+        for a, b in (("left", "right"), ("right", "left")):
+            if word.lower() == a:
+                words[i] = b.upper() if word.isupper() else b.capitalize() if word[0].isupper() else b
+                return "_".join(words)
+    return None
+
+
+def parse_metainfo(data: dict, source: str) -> KeypointMetainfo:
+    """Validate a metainfo mapping; every error names ``source`` and the field."""
+
+    def fail(field: str, msg: str) -> MetainfoError:
+        return MetainfoError(f"{source}: field '{field}': {msg}")
+
+    if not isinstance(data, dict):
+        raise MetainfoError(f"{source}: expected a mapping with keys 'keypoints', 'sigmas', ...")
+    names = data.get("keypoints")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise fail("keypoints", "must be a non-empty list of keypoint names")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise fail("keypoints", f"names must be unique; repeated: {dupes}")
+    index = {n: i for i, n in enumerate(names)}
+
+    sigmas = data.get("sigmas")
+    if not isinstance(sigmas, list) or len(sigmas) != len(names):
+        got = len(sigmas) if isinstance(sigmas, list) else type(sigmas).__name__
+        raise fail("sigmas", f"needs one OKS sigma per keypoint ({len(names)}), got {got}")
+    if not all(isinstance(s, (int, float)) and s > 0 for s in sigmas):
+        raise fail("sigmas", "every sigma must be a positive number")
+
+    def ids(field: str, value) -> list[int]:
+        if value is None:
+            return []
+        unknown = [v for v in value if v not in index]
+        if unknown:
+            raise fail(field, f"unknown keypoint names {unknown}")
+        return [index[v] for v in value]
+
+    skeleton = []
+    for link in data.get("skeleton") or []:
+        if not (isinstance(link, list) and len(link) == 2):
+            raise fail("skeleton", f"each link must be a pair of names, got {link!r}")
+        skeleton.append(tuple(ids("skeleton", link)))
+
+    flip = list(range(len(names)))
+    swap = data.get("swap") or {}
+    if not isinstance(swap, dict):
+        raise fail("swap", "must map a keypoint name to its mirror partner")
+    for k, name in enumerate(names):
+        partner = swap.get(name)
+        if partner is None:
+            partner = next((a for a, b in swap.items() if b == name), None)
+        if partner is None:
+            mirrored = _mirror_name(name)
+            if mirrored is not None and mirrored not in index:
+                raise fail("keypoints", f"'{name}' has no mirror partner '{mirrored}'; add it or map it in 'swap'")
+            partner = mirrored
+        if partner is not None:
+            if partner not in index:
+                raise fail("swap", f"'{name}' swaps with unknown keypoint '{partner}'")
+            flip[k] = index[partner]
+    for k, j in enumerate(flip):
+        if flip[j] != k:
+            raise fail("swap", f"flip pairs must be symmetric: '{names[k]}' -> '{names[j]}' -> '{names[flip[j]]}'")
+
+    groups = data.get("groups") or {}
+    if not isinstance(groups, dict):
+        raise fail("groups", "must map a group name to a list of keypoint names")
+    for group, members in groups.items():
+        if not isinstance(group, str) or not re.fullmatch(r"[A-Za-z0-9_]+", group):
+            raise fail("groups", f"group name {group!r} must be letters, digits and '_' (it names a metric)")
+        if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members):
+            raise fail("groups", f"group '{group}' must be a non-empty list of keypoint names")
+        repeated = sorted({m for m in members if members.count(m) > 1})
+        if repeated:
+            raise fail("groups", f"group '{group}' repeats {repeated}")
+        unknown = [m for m in members if m not in index]
+        if unknown:
+            raise fail("groups", f"group '{group}' has unknown keypoint names {unknown}")
+
+    return KeypointMetainfo(
+        name=str(data.get("name", Path(source).stem)),
+        keypoint_names=tuple(names),
+        sigmas=tuple(float(s) for s in sigmas),
+        skeleton=tuple(skeleton),
+        flip_indices=tuple(flip),
+        upper_body_ids=tuple(ids("upper_body", data.get("upper_body"))),
+        lower_body_ids=tuple(ids("lower_body", data.get("lower_body"))),
+        source=source,
+        groups=tuple((group, tuple(ids("groups", members))) for group, members in groups.items()),
+    )
+
+
+@lru_cache(maxsize=None)
+def load_metainfo(spec: str) -> KeypointMetainfo:
+    """Load a built-in set by name (``coco17``) or a user's YAML file by path."""
+    path = Path(spec)
+    if not path.suffix:
+        builtin = BUILTIN_DIR / f"{spec}.yaml"
+        if not builtin.exists():
+            names = sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml"))
+            raise MetainfoError(f"unknown keypoint set '{spec}': built-in sets are {names}, or give a YAML path")
+        path = builtin
+    if not path.exists():
+        raise MetainfoError(f"keypoint metainfo file not found: {path}")
+    with open(path) as f:
+        try:
+            data = yaml.safe_load(f)
+        except yaml.YAMLError as err:
+            raise MetainfoError(f"{path}: not valid YAML: {err}") from err
+    return parse_metainfo(data, str(path))

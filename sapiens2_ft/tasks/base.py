@@ -1,0 +1,276 @@
+"""The one base of the task modules, and the contracts it keeps with the tasks and with the training layer.
+
+:class:`TaskModule` owns what every task does the same way: building the model in ``configure_model``
+(through the sharding of ``models.sharding``), the ``model.*`` keys every task has (documented once, below),
+hyper-parameters as plain data, the checkpoint record, the training and validation loop with its padding filter,
+the saved predictions and panels, and the optimiser. A task module subclasses it, declares only its own
+arguments (the others pass through ``**kwargs``; the CLI resolves them from this signature), and provides the
+methods of :class:`TaskInterface`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Protocol, Sequence, runtime_checkable
+
+import cv2
+import lightning as L
+import numpy as np
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from torch import nn
+
+from datamodules.hparams import as_dataclass, plain_hparams
+from sapiens2_ft.compat import attached_trainer
+from sapiens2_ft.models.checkpoints import RECORD_KEY, model_record
+from sapiens2_ft.models.factory import LoadReport
+from sapiens2_ft.models.init_from import build_from_run
+from sapiens2_ft.models.optim import OptimConfig, build_optimizer
+from sapiens2_ft.models.preprocessing import normalize_images
+from sapiens2_ft.models.sharding import ScaleConfig, place_model
+from sapiens2_ft.tasks.registry import TaskSpec, build_task_model, model_class, task_spec
+
+NUM_SAVED_PREDICTIONS = 8  # validation samples whose predictions go to <run_dir>/predictions/
+MAX_PANEL_SAMPLES = 8  # validation samples kept for the image panels
+
+
+@runtime_checkable
+class RunModule(Protocol):
+    """What the training layer (CLI, callbacks, run summary) uses of a module: every task module has it."""
+
+    task: str  # the task registry's name
+    monitor: tuple[str, str]  # (metric, "max" | "min") of checkpoint selection
+    labels: list[str]  # output names a resumed or initialised run must match
+
+    def validation_panels(self, count: int) -> dict[str, list[np.ndarray]]:
+        """Panel name -> RGB pictures of the first ``count`` samples of the latest validation."""
+
+    def write_validation_outputs(self, run_dir: Path) -> None:
+        """Write the latest validation's outputs into the run directory."""
+
+
+@runtime_checkable
+class TaskInterface(Protocol):
+    """What a task provides to :class:`TaskModule`, which runs the loop around it (in the spirit of torchtune's
+    recipe interfaces). ``outputs`` is the dict of tensors ``predict`` / ``infer`` return."""
+
+    def build(self) -> tuple[nn.Module, LoadReport]:
+        """The transformers model and its load report (the base's builds from the ``model.*`` keys)."""
+
+    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        """Normalised images (B, 3, H, W) -> what the loss needs, maps at ``size`` (None: as predicted)."""
+
+    def infer(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        """What validation scores and ``predict.py`` writes (the base's: ``predict``; pose adds flip test + decode)."""
+
+    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+        """Unweighted loss terms plus the weighted total ``loss`` (each is logged as ``train/<name>``)."""
+
+    def update_metrics(self, outputs: dict, batch: dict) -> None:
+        """Feed ``self.val_metrics`` with a validation batch (repeats already left out)."""
+
+    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+        """(panel name, RGB picture) of sample ``i``: its input, target and prediction."""
+
+    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict[str, np.ndarray]:
+        """``{file suffix: array}`` saved for sample ``i`` (``.png`` uint8 maps, ``.npy`` float arrays), or ``{}``."""
+
+
+def first_samples(batch: dict, count: int) -> dict:
+    """The first ``count`` samples of a batch dict, tensors detached on the CPU."""
+    return {k: v[:count].detach().cpu() if isinstance(v, torch.Tensor) else v[:count] if isinstance(v, list) else v
+            for k, v in batch.items()}
+
+
+def select_samples(batch: dict, keep: torch.Tensor) -> dict:
+    """The samples of a batch dict where the boolean ``keep`` is True (tensors and lists of batch length)."""
+    n, index = len(keep), keep.nonzero().flatten().tolist()
+    return {k: v[keep] if isinstance(v, torch.Tensor) and v.ndim and len(v) == n
+            else [v[i] for i in index] if isinstance(v, list) and len(v) == n else v for k, v in batch.items()}
+
+
+def group_panels(panels: Iterable[tuple[str, np.ndarray]]) -> dict[str, list[np.ndarray]]:
+    """(panel name, picture) pairs -> panel name -> its pictures, in order."""
+    grouped: dict[str, list[np.ndarray]] = {}
+    for name, picture in panels:
+        grouped.setdefault(name, []).append(picture)
+    return grouped
+
+
+def write_arrays(directory: Path, name: str, files: dict[str, np.ndarray]) -> None:
+    """``directory/NAME<suffix>`` for each array: ``.npy`` with numpy, images with cv2 (subfolders of NAME made)."""
+    (directory / name).parent.mkdir(parents=True, exist_ok=True)
+    for suffix, array in files.items():
+        path = directory / f"{name}{suffix}"
+        if suffix.endswith(".npy"):
+            np.save(path, array)
+        else:
+            cv2.imwrite(str(path), array)
+
+
+def check_weight_names(weights: dict[str, float], known: dict[str, float], key: str = "model.loss_weights") -> None:
+    """Refuse weights of unknown names, naming the config key and the known names."""
+    unknown = set(weights) - set(known)
+    if unknown:
+        raise ValueError(f"{key}: unknown names {sorted(unknown)}; known: {sorted(known)}")
+
+
+def training_optimizer(module: L.LightningModule, parameters: nn.Module, optim: OptimConfig, num_layers: int):
+    """Lightning's optimiser dict for ``parameters`` over the whole run (``module``'s trainer's step count)."""
+    return build_optimizer(parameters, optim, num_layers, int(module.trainer.estimated_stepping_batches))
+
+
+class TaskModule(L.LightningModule):
+    """Base of the task modules (``model.*`` keys every task has).
+
+    Args:
+        pretrained: Hub id (``facebook/sapiens2-<task>-<size>`` such as ``facebook/sapiens2-pose-0.4b``, or
+            ``facebook/sapiens2-pretrain-*``) or a local ``save_pretrained`` directory. Unset: random init from
+            ``size``.
+        init_from: Weights of an earlier fine-tuning run of this task and label set (``.ckpt`` file,
+            distributed checkpoint directory or exported directory), loaded whole; the optimiser and
+            step start fresh (``--init_from``; to continue a run, use ``--resume``).
+        size: Backbone preset when ``pretrained`` is unset: tiny, 0.1b, 0.4b, 0.8b, 1b, 5b.
+        head: Head layout override (``Sapiens2HeadConfig`` kwargs); default: the released layout (pointmap: with
+            the scale branch, whose MLP input is fixed by ``input_size``: a checkpoint trained at another size
+            gets a new first MLP layer, reported when loading).
+        input_size: Network input (H, W) (linked from ``data.input_size``).
+        pos_embed_rescale: RoPE coordinate rescale augmentation of pretraining; None = off.
+        attn_implementation: ``sdpa`` or ``eager``.
+        optim: Optimiser and schedule.
+        scale: Activation checkpointing and FSDP2 options (``sapiens2_ft.models.sharding.ScaleConfig``).
+    """
+
+    task: str  # the task registry's name, set by each subclass
+    panel_outputs: tuple[str, ...] | None = None  # outputs kept for the panels (None: all)
+
+    def __init__(
+        self,
+        pretrained: str | None = None,
+        init_from: str | None = None,
+        size: str | None = "tiny",
+        head: dict | None = None,
+        input_size: tuple[int, int] = (256, 192),
+        pos_embed_rescale: float | None = None,
+        attn_implementation: str = "sdpa",
+        optim: OptimConfig = OptimConfig(),
+        scale: ScaleConfig = ScaleConfig(),
+    ):
+        super().__init__()
+        self.save_hyperparameters()  # the subclass's arguments too
+        plain_hparams(self)  # checkpoints stay loadable with weights_only=True
+        # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the objects here.
+        self.optim = as_dataclass(OptimConfig, optim)
+        self.scale = as_dataclass(ScaleConfig, scale)
+        self.labels: list[str] = list(self.spec.outputs)  # a label-set task sets its own
+        self.model: nn.Module | None = None  # built in configure_model, for the trainer's strategy
+        self.load_report: LoadReport | None = None
+        self.val_metrics = None  # the task's torchmetrics Metric (pose: made at the first validation)
+        self._saved: list[tuple[str, dict[str, np.ndarray]]] = []
+        self._panel_samples: tuple[dict, dict] | None = None  # (batch, outputs) of the first validation samples
+
+    @property
+    def spec(self) -> TaskSpec:
+        """This task's registry entry."""
+        return task_spec(self.task)
+
+    @property
+    def monitor(self) -> tuple[str, str]:
+        return self.spec.monitor
+
+    # -- the model ---------------------------------------------------------------------------
+
+    def model_options(self) -> dict:
+        """Extra ``build_model`` arguments of the task (pose: its flip pairs)."""
+        return {}
+
+    def build(self) -> tuple[nn.Module, LoadReport]:
+        hp = self.hparams
+        common = dict(pos_embed_rescale=hp.pos_embed_rescale, attn_implementation=hp.attn_implementation,
+                      **self.model_options())
+        if hp.init_from:
+            return build_from_run(hp.init_from, model_class(self.task), self.task, self.labels, hp.input_size,
+                                  dict(self.spec.heads), kind=self.spec.label_kind, **common)
+        return build_task_model(self.task, self.labels, hp.input_size, pretrained=hp.pretrained, size=hp.size,
+                                head=hp.head, **common)
+
+    def configure_model(self) -> None:
+        """Build and place ``self.model`` once: sharded over the device mesh when the strategy has one."""
+        if self.model is not None:
+            return
+        mesh = self.device_mesh["data_parallel"] if self.device_mesh is not None else None
+        trainer = attached_trainer(self)
+        device = trainer.strategy.root_device if trainer is not None else None
+        self.model, report = place_model(self.build, model_class(self.task), self.scale, mesh, device)
+        if report is not None:
+            self.load_report = report
+            rank_zero_info(str(report))
+
+    def forward(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        """Normalised images (B, 3, H, W) -> the task's outputs (``predict``)."""
+        return self.predict(pixel_values, size)
+
+    def infer(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        return self.predict(pixel_values, size)
+
+    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict[str, np.ndarray]:
+        return {}
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _step(self, batch: dict, stage: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        images = batch["image"]
+        run = self.predict if stage == "train" else self.infer
+        outputs = run(normalize_images(images), size=images.shape[-2:])
+        terms = self.loss_terms(outputs, batch)
+        self.log_dict({f"{stage}/{k}": v for k, v in terms.items()}, prog_bar=stage == "train",
+                      batch_size=len(images), sync_dist=stage == "val")
+        return terms["loss"], outputs
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        return self._step(batch, "train")[0]
+
+    def on_validation_epoch_start(self) -> None:
+        self.val_metrics.reset()
+        self._saved = []
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        _, outputs = self._step(batch, "val")
+        # Repeats that even out the processes' batch counts (loaders.ValShardSampler) are not scored.
+        if "padding" in batch and batch["padding"].any():
+            keep = ~batch["padding"]
+            batch, outputs = select_samples(batch, keep), select_samples(outputs, keep)
+        if len(batch["image"]):
+            self.update_metrics(outputs, batch)
+        for i, name in enumerate(batch.get("name", [])[:NUM_SAVED_PREDICTIONS - len(self._saved)]):
+            files = self.prediction_files(outputs, batch, i)
+            if files:
+                self._saved.append((name, files))
+        if batch_idx == 0:
+            kept = outputs if self.panel_outputs is None else {k: outputs[k] for k in self.panel_outputs}
+            self._panel_samples = (first_samples(batch, MAX_PANEL_SAMPLES), first_samples(kept, MAX_PANEL_SAMPLES))
+
+    def on_validation_epoch_end(self) -> None:
+        self.log_dict({f"val/{k}": v for k, v in self.val_metrics.compute().items()})
+
+    # -- what a run leaves -------------------------------------------------------------------
+
+    def validation_panels(self, count: int) -> dict[str, list[np.ndarray]]:
+        """Panel name -> RGB pictures of the first ``count`` samples of the latest validation."""
+        if self._panel_samples is None:
+            return {}
+        batch, outputs = self._panel_samples
+        return group_panels(self.panel(outputs, batch, i) for i in range(min(count, len(batch["image"]))))
+
+    def write_validation_outputs(self, run_dir: Path) -> None:
+        """``predictions/NAME<suffix>`` for the first validation samples of the latest validation."""
+        out = Path(run_dir) / "predictions"
+        out.mkdir(exist_ok=True)
+        for name, files in self._saved:
+            write_arrays(out, name, files)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint.setdefault(RECORD_KEY, {}).update(model_record(self))
+
+    def configure_optimizers(self):
+        return training_optimizer(self, self.model, self.optim, self.model.config.num_hidden_layers)

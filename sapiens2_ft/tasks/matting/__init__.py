@@ -1,0 +1,1 @@
+"""Image matting: the task module, the matting loss set, SAD / MSE / gradient / connectivity errors."""

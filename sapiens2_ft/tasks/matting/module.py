@@ -1,0 +1,67 @@
+"""Image matting: a Sapiens2 matting model (sigmoid alpha + foreground) trained with the matting loss set.
+
+Train: alpha L1, composition |aF + (1 - a)B - I|, foreground L1 and Sobel-gradient L1 (optional
+Laplacian pyramid) on the predicted alpha and foreground. Composition and foreground terms need a
+foreground file; the background is recovered from the image as B = (I - a F) / (1 - a) where
+a < 0.99 (``estimate_background``). Val: SAD, MSE, gradient and connectivity errors; the first
+validation mattes are written to ``<run_dir>/predictions/`` as ``NAME_alpha.png``,
+``NAME_foreground.png`` and ``NAME_composite.png`` (the foreground over a checkerboard).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from sapiens2_ft.tasks.base import TaskModule, check_weight_names
+from sapiens2_ft.tasks.dense_maps import resize_to
+from sapiens2_ft.tasks.matting.loss import DEFAULT_WEIGHTS, estimate_background, matting_loss
+from sapiens2_ft.tasks.matting.metric import MattingMetrics
+from sapiens2_ft.tasks.visualize import gray, image_rgb, matte_composite, side_by_side, to_png
+
+
+class MattingModule(TaskModule):
+    """Fine-tune ``Sapiens2ForImageMatting`` (the ``model.*`` keys of every task: ``TaskModule``).
+
+    Args:
+        loss_weights: Weights of ``alpha``, ``composition``, ``foreground``, ``gradient``, ``laplacian``
+            (default 1, 1, 1, 1, 0).
+    """
+
+    task = "matting"
+
+    def __init__(self, loss_weights: dict[str, float] = dict(DEFAULT_WEIGHTS), **kwargs):
+        check_weight_names(loss_weights, DEFAULT_WEIGHTS)
+        super().__init__(**kwargs)
+        self.val_metrics = MattingMetrics()
+
+    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        out = self.model(pixel_values)
+        # Resizing after the sigmoid keeps values in [0, 1].
+        return {"alpha": resize_to(out.alphas, size), "foreground": resize_to(out.foregrounds, size)}
+
+    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+        image = batch["image"].float() / 255.0
+        alpha_gt, fg_gt = batch["alpha"], batch["foreground"]
+        return matting_loss(outputs["alpha"], outputs["foreground"], alpha_gt, fg_gt, image,
+                            bg=estimate_background(image, alpha_gt, fg_gt), has_foreground=batch["has_foreground"],
+                            weights=self.hparams.loss_weights)
+
+    def update_metrics(self, outputs: dict, batch: dict) -> None:
+        self.val_metrics.update(outputs["alpha"].float(), batch["alpha"])
+
+    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
+        alpha = outputs["alpha"][i, 0].float().cpu()
+        foreground = (outputs["foreground"][i].float().cpu().permute(1, 2, 0).numpy() * 255).clip(0, 255)
+        composite = matte_composite(foreground, alpha.numpy())
+        return {"_alpha.png": to_png(alpha), "_foreground.png": to_png(outputs["foreground"][i]),
+                "_composite.png": np.ascontiguousarray(composite[..., ::-1])}
+
+    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+        alpha = outputs["alpha"][i, 0].float().numpy()
+        foreground = (outputs["foreground"][i].float().permute(1, 2, 0).numpy() * 255).clip(0, 255)
+        pictures = [image_rgb(batch, i), gray(batch["alpha"][i, 0].numpy()), gray(alpha),
+                    matte_composite(foreground, alpha)]
+        return "matting", side_by_side(pictures, ["image", "alpha truth", "alpha predicted", "composite"])

@@ -1,0 +1,1 @@
+"""Surface normals: the task module, cosine + L1 + gradient loss, angular-error metrics."""

@@ -1,0 +1,59 @@
+"""Surface normals: a Sapiens2 normal model trained with cosine + L1 + gradient terms on valid pixels.
+
+Train: raw 3-channel predictions at the target resolution vs camera-space unit normals (x right,
+y down, z forward), ``normal_loss`` over the mask. Val: mean / median / RMSE angular error and % of
+pixels within 5 / 11.25 / 22.5 / 30 degrees; the first validation normal maps are written to
+``<run_dir>/predictions/`` as ``NAME.npy`` (HxWx3 float16, unit) and ``NAME_normal.png`` ((n + 1) / 2 as RGB).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from sapiens2_ft.tasks.base import TaskModule
+from sapiens2_ft.tasks.dense_maps import resize_to
+from sapiens2_ft.tasks.normal.loss import normal_loss
+from sapiens2_ft.tasks.normal.metric import NormalMetrics
+from sapiens2_ft.tasks.visualize import image_rgb, normal_rgb, side_by_side, to_png
+
+
+class NormalModule(TaskModule):
+    """Fine-tune ``Sapiens2ForNormalEstimation`` (the ``model.*`` keys of every task: ``TaskModule``).
+
+    Args:
+        cos_weight: Weight of 1 - cosine (upstream 10).
+        l1_weight: Weight of L1 between the raw prediction and the unit target, summed over the 3 channels
+            (upstream 1).
+        grad_weight: Weight of the squared error of x plus that of y finite differences of the raw
+            prediction vs the target, summed over the 3 channels (upstream 10).
+    """
+
+    task = "normal"
+
+    def __init__(self, cos_weight: float = 10.0, l1_weight: float = 1.0, grad_weight: float = 10.0, **kwargs):
+        super().__init__(**kwargs)
+        self.val_metrics = NormalMetrics()
+
+    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        return {"normals": resize_to(self.model(pixel_values).normals, size)}
+
+    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+        hp = self.hparams
+        return normal_loss(outputs["normals"], batch["normals"], batch["mask"], hp.cos_weight, hp.l1_weight,
+                           hp.grad_weight)
+
+    def update_metrics(self, outputs: dict, batch: dict) -> None:
+        self.val_metrics.update(outputs["normals"].float(), batch["normals"], batch["mask"])
+
+    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
+        unit = F.normalize(outputs["normals"][i].float(), dim=0)
+        return {".npy": unit.permute(1, 2, 0).cpu().numpy().astype("float16"), "_normal.png": to_png(unit, -1.0, 1.0)}
+
+    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+        truth = normal_rgb(batch["normals"][i].permute(1, 2, 0).numpy(), batch["mask"][i].squeeze(0).numpy())
+        predicted = normal_rgb(F.normalize(outputs["normals"][i].float(), dim=0).permute(1, 2, 0).numpy())
+        return "normals", side_by_side([image_rgb(batch, i), truth, predicted], ["image", "ground truth", "prediction"])

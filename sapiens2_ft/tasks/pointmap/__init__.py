@@ -1,0 +1,1 @@
+"""Pointmaps: the task module, the pointmap loss set, metric-space point metrics."""

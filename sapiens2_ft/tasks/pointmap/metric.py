@@ -1,0 +1,79 @@
+"""Pointmap (per-pixel XYZ, metres) metrics, reduced across processes by sums."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torchmetrics import Metric
+
+from sapiens2_ft.tasks.dense_maps import angular_error_deg, flatten_mask
+
+THRESHOLDS_M = (0.05, 0.10, 0.20)
+
+
+def forward_normals(points: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Unit normals (B, 3, H-1, W-1) from the cross product of forward differences, and their validity mask
+    (B, 1, H-1, W-1): the pixel and its right and lower neighbours are valid."""
+    origin = points[..., :-1, :-1]
+    normal = torch.cross(points[..., :-1, 1:] - origin, points[..., 1:, :-1] - origin, dim=1)
+    valid = mask[..., :-1, :-1] * mask[..., :-1, 1:] * mask[..., 1:, :-1]
+    return F.normalize(normal, dim=1, eps=1e-12), valid
+
+
+class PointmapMetrics(Metric):
+    """Over valid pixels: mean L2 distance (m), per-axis MAE (m), RMSE of the L2 distance (m),
+    % of pixels with L2 distance < 5 / 10 / 20 cm, and the mean angle (degrees) between the normals
+    derived from the predicted and ground-truth pointmaps (cross product of forward differences,
+    where the pixel and its right and lower neighbours are valid).
+    """
+
+    is_differentiable = False
+    higher_is_better = False
+    full_state_update = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        zero = torch.zeros((), dtype=torch.float64)
+        for name in ("count", "sum_l2", "sum_sq_l2", "normal_count", "sum_normal_angle"):
+            self.add_state(name, default=zero.clone(), dist_reduce_fx="sum")
+        self.add_state("sum_abs_xyz", default=torch.zeros(3, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("within", default=torch.zeros(len(THRESHOLDS_M), dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, pred: Tensor, target: Tensor, mask: Tensor | None = None) -> None:
+        """pred/target (B, 3, H, W) XYZ in metres, mask (B, [1,] H, W) of valid pixels."""
+        if pred.shape != target.shape or pred.ndim != 4 or pred.shape[1] != 3:
+            raise ValueError(
+                f"PointmapMetrics: expected pred and target (B, 3, H, W), "
+                f"got {tuple(pred.shape)} and {tuple(target.shape)}"
+            )
+        valid = flatten_mask(mask, pred)
+        diff = (pred.double() - target.double()).permute(0, 2, 3, 1)[valid].to(self.device)  # (N, 3)
+        l2 = diff.norm(dim=1)
+        self.count += l2.numel()
+        self.sum_l2 += l2.sum()
+        self.sum_sq_l2 += l2.pow(2).sum()
+        self.sum_abs_xyz += diff.abs().sum(0)
+        self.within += torch.stack([(l2 < t).sum() for t in THRESHOLDS_M]).double()
+        if min(pred.shape[-2:]) >= 2:
+            m = valid.unsqueeze(1).double()
+            n_pred, _ = forward_normals(pred.double(), m)
+            n_tgt, ok = forward_normals(torch.where(valid.unsqueeze(1), target.double(), 0.0), m)
+            ok = (ok[:, 0] > 0) & (n_tgt.norm(dim=1) > 0.5)
+            angle = angular_error_deg(n_pred, n_tgt)[ok].to(self.device)
+            self.normal_count += angle.numel()
+            self.sum_normal_angle += angle.sum()
+
+    def compute(self) -> dict[str, Tensor]:
+        """``l2``, ``mae_{x,y,z}``, ``rmse`` (m); ``within_{5,10,20}cm`` (%); ``normal_angle`` (deg)."""
+        n = self.count.clamp_min(1.0)
+        out = {"l2": self.sum_l2 / n}
+        for axis, value in zip("xyz", self.sum_abs_xyz / n):
+            out[f"mae_{axis}"] = value
+        out["rmse"] = (self.sum_sq_l2 / n).sqrt()
+        for t, k in zip(THRESHOLDS_M, self.within):
+            out[f"within_{round(t * 100)}cm"] = 100.0 * k / n
+        out["normal_angle"] = self.sum_normal_angle / self.normal_count.clamp_min(1.0)
+        return out

@@ -1,0 +1,105 @@
+"""Pointmaps: a Sapiens2 pointmap model (canonical XYZ per pixel + a focal scale) trained with the pointmap loss set.
+
+Targets are camera XYZ re-expressed for a canonical camera of focal 768, as upstream: X, Y and Z are
+all multiplied by ``scale = 768 / fx`` (see ``datamodules.dense_geometry.canonical_pointmap``); the
+scale branch predicts ``scale`` from the image, so metric points are ``canonical / scale`` on all three
+axes (as transformers' ``post_process_pointmap_estimation``).
+Train: ``pointmap_loss`` on canonical XYZ over valid pixels (L1, multi-scale L1, shift-invariant
+L1, SiLog on Z, intrinsics and normal consistency, scale L1). Val: metric-space L2, per-axis MAE,
+RMSE, % within 5 / 10 / 20 cm and normal angle, using the predicted scale (the ground-truth one
+without a scale branch); the first validation pointmaps are written to ``<run_dir>/predictions/``
+as ``NAME.npy`` (HxWx3 metric XYZ, float32) and ``NAME_depth.png`` (turbo colour map of Z).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from sapiens2_ft.tasks.base import TaskModule, check_weight_names
+from sapiens2_ft.tasks.dense_maps import resize_to
+from sapiens2_ft.tasks.pointmap.loss import DEFAULT_WEIGHTS, pointmap_loss
+from sapiens2_ft.tasks.pointmap.metric import PointmapMetrics
+from sapiens2_ft.tasks.visualize import depth_turbo, image_rgb, side_by_side
+
+
+MIN_SCALE = 1e-3
+
+
+def to_metric(canonical: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Canonical XYZ (B, 3, H, W) and scales (B,) or (B, 1) -> camera XYZ: all three divided by the scale
+    (clamped at ``MIN_SCALE``, so a degenerate predicted scale cannot blow up the points)."""
+    return canonical / scale.float().reshape(-1, 1, 1, 1).clamp_min(MIN_SCALE)
+
+
+def depth_png(z: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Turbo colour map of depth for ``cv2.imwrite`` (BGR), scaled over the masked pixels."""
+    return np.ascontiguousarray(depth_turbo(z, mask)[..., ::-1])
+
+
+class PointmapModule(TaskModule):
+    """Fine-tune ``Sapiens2ForPointmapEstimation`` (the ``model.*`` keys of every task: ``TaskModule``; its
+    default head has the scale branch).
+
+    Args:
+        loss_weights: Weights of ``l1``, ``multiscale_l1``, ``shift_invariant_l1``, ``silog``,
+            ``intrinsics``, ``normal``, ``scale`` (default 2, 1, 1, 1, 1, 2, 4).
+        canonical_focal: Focal length of the canonical camera of the targets (768, as the data and the
+            released models); checked against the first training batch (``scale x fx``).
+    """
+
+    task = "pointmap"
+
+    def __init__(self, loss_weights: dict[str, float] = dict(DEFAULT_WEIGHTS), canonical_focal: float = 768.0,
+                 **kwargs):
+        check_weight_names(loss_weights, DEFAULT_WEIGHTS)
+        super().__init__(**kwargs)
+        self.val_metrics = PointmapMetrics()
+
+    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        out = self.model(pixel_values)
+        outputs = {"pointmap": resize_to(out.pointmaps, size)}
+        if out.scales is not None:
+            outputs["scale"] = out.scales.reshape(-1)
+        return outputs
+
+    def check_focal(self, batch: dict) -> None:
+        """The data's canonical focal (scale x fx of the image) must be ``canonical_focal``; checked once."""
+        if getattr(self, "_focal_checked", False):
+            return
+        focal = (batch["scale"].double().reshape(-1) * batch["intrinsics"].double()[:, 0, 0]).cpu()
+        expected = float(self.hparams.canonical_focal)
+        if not torch.allclose(focal, torch.full_like(focal, expected), rtol=1e-3):
+            raise ValueError(f"model.canonical_focal is {expected:g} but the data's targets use a canonical focal of "
+                             f"{focal.tolist()} (scale x fx); set them equal")
+        self._focal_checked = True
+
+    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+        self.check_focal(batch)
+        return pointmap_loss(outputs["pointmap"], batch["pointmap"], batch["mask"],
+                             pred_scale=outputs.get("scale"), target_scale=batch["scale"],
+                             weights=self.hparams.loss_weights, intrinsics=batch["intrinsics"])
+
+    def _metric(self, outputs: dict, batch: dict) -> torch.Tensor:
+        scale = outputs["scale"] if "scale" in outputs else batch.get("scale")
+        if scale is None:  # no scale branch and no ground truth (inference): canonical camera
+            scale = torch.ones(len(outputs["pointmap"]), device=outputs["pointmap"].device)
+        return to_metric(outputs["pointmap"].float(), scale)
+
+    def update_metrics(self, outputs: dict, batch: dict) -> None:
+        self.val_metrics.update(self._metric(outputs, batch), to_metric(batch["pointmap"], batch["scale"]),
+                                batch["mask"])
+
+    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
+        xyz = self._metric(outputs, batch)[i].permute(1, 2, 0).cpu().numpy()
+        mask = batch["mask"][i, 0].cpu().numpy().astype(bool) if "mask" in batch else None
+        return {".npy": xyz.astype(np.float32), "_depth.png": depth_png(xyz[..., 2], mask)}
+
+    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+        mask = batch["mask"][i].squeeze(0).numpy().astype(bool)
+        truth = to_metric(batch["pointmap"][i:i + 1], batch["scale"][i:i + 1])[0, 2].numpy()
+        predicted = self._metric(outputs, batch)[i, 2].numpy()
+        pictures = [image_rgb(batch, i), depth_turbo(truth, mask), depth_turbo(predicted, mask)]
+        return "depth", side_by_side(pictures, ["image", "depth truth", "depth predicted"])

@@ -1,0 +1,117 @@
+"""Top-down pose estimation: a Sapiens2 pose model trained on UDP Gaussian heatmaps.
+
+Train: the batch carries keypoints in crop pixels; heatmap targets are rendered on the device
+(308 x 256 x 192 float32 targets would be 60 MB per person through the DataLoader), loss =
+visibility-weighted MSE x ``loss_weight`` (or soft-target cross-entropy for from-scratch runs).
+Val: flip test, DARK-UDP decode, inverse crop affine to image pixels, OKS AP via pycocotools.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal, Sequence
+
+import numpy as np
+import torch
+
+from datamodules.keypoints.metainfo import load_metainfo
+from sapiens2_ft.tasks.base import TaskModule
+from sapiens2_ft.tasks.pose.codec import (
+    decode_heatmaps,
+    encode_heatmaps,
+    flip_heatmaps,
+    heatmap_to_input_coords,
+    input_to_heatmap_coords,
+)
+from sapiens2_ft.tasks.pose.loss import heatmap_cross_entropy, weighted_heatmap_mse
+from sapiens2_ft.tasks.pose.metric import CocoKeypointAP
+from sapiens2_ft.tasks.visualize import draw_keypoints, image_rgb, side_by_side
+
+PANEL_SCORE_THRESHOLD = 0.3  # predicted keypoints drawn in the dashboard panels
+LOSSES = {"mse": weighted_heatmap_mse, "heatmap_ce": heatmap_cross_entropy}
+
+
+class PoseModule(TaskModule):
+    """Fine-tune ``Sapiens2ForPoseEstimation`` on a keypoint set (the ``model.*`` keys of every task:
+    ``TaskModule``).
+
+    Args:
+        keypoints: Keypoint set, built-in name or YAML path (linked from ``data.keypoints``).
+        sigma: Gaussian sigma of the targets in heatmap pixels (upstream: 6 at 256x192, 2 at 64x48).
+        loss: ``mse`` (upstream, for pretrained models) or ``heatmap_ce`` (from-scratch runs).
+        loss_weight: Multiplier of the loss (upstream MSE: 10).
+        flip_test: Average with the flipped-back heatmaps of the mirrored crop at validation.
+    """
+
+    task = "pose"
+    panel_outputs = ("coords", "scores")  # not the heatmaps
+
+    def __init__(
+        self,
+        keypoints: str = "coco17",
+        sigma: float = 2.0,
+        loss: Literal["mse", "heatmap_ce"] = "mse",
+        loss_weight: float = 10.0,
+        flip_test: bool = True,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.metainfo = load_metainfo(keypoints)
+        self.labels = list(self.metainfo.keypoint_names)
+        self.register_buffer("flip_indices", torch.tensor(self.metainfo.flip_indices), persistent=False)
+        self.loss_fn = LOSSES[loss]
+
+    def model_options(self) -> dict:
+        return {"flip_pairs": self.metainfo.flip_pairs}
+
+    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        """``heatmaps`` (B, K, h, w) of the crops (``size`` is not used: heatmaps keep their resolution)."""
+        return {"heatmaps": self.model(pixel_values).heatmaps}
+
+    def infer(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        """``heatmaps`` (flip-tested when enabled) and the decoded keypoints: ``coords`` (B, K, 2) in crop pixels
+        and ``scores`` (B, K)."""
+        heatmaps = self.predict(pixel_values)["heatmaps"]
+        if self.hparams.flip_test:
+            flipped = flip_heatmaps(self.predict(pixel_values.flip(-1))["heatmaps"], self.flip_indices)
+            heatmaps = (heatmaps + flipped) / 2
+        coords, scores = decode_heatmaps(heatmaps.float())
+        coords = heatmap_to_input_coords(coords, self.hparams.input_size, tuple(heatmaps.shape[-2:]))
+        return {"heatmaps": heatmaps, "coords": coords, "scores": scores}
+
+    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+        """UDP targets rendered here from the crop keypoints; ``loss`` = ``loss_weight`` x the heatmap loss."""
+        heatmaps = outputs["heatmaps"]
+        hm_size = tuple(heatmaps.shape[-2:])
+        coords = input_to_heatmap_coords(batch["keypoints"], self.hparams.input_size, hm_size)
+        targets, weights = encode_heatmaps(coords, batch["keypoint_weights"], hm_size, self.hparams.sigma)
+        return {"loss": self.hparams.loss_weight * self.loss_fn(heatmaps, targets, weights)}
+
+    def on_validation_epoch_start(self) -> None:
+        if self.val_metrics is None:
+            ann_file = self.trainer.datamodule.val_annotation_file
+            # Sets with groups (coco_wholebody, sapiens2_308) also log val/AP_<group>.
+            self.val_metrics = CocoKeypointAP(ann_file, self.metainfo.sigmas,
+                                              groups=self.metainfo.group_ids).to(self.device)
+        super().on_validation_epoch_start()
+
+    def update_metrics(self, outputs: dict, batch: dict) -> None:
+        """Keypoints back to image pixels (the inverse crop affine), scored against the annotation file."""
+        coords = outputs["coords"]
+        affine = batch["inverse_affine"].to(coords.dtype)  # crop px -> image px, (B, 2, 3)
+        image_coords = coords @ affine[:, :, :2].transpose(1, 2) + affine[:, None, :, 2]
+        self.val_metrics.update(batch["image_id"], image_coords, outputs["scores"], batch["box_score"], batch["area"])
+
+    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+        """``pose``: ground-truth and predicted skeletons on the crop."""
+        crop, skeleton = image_rgb(batch, i), self.metainfo.skeleton
+        truth = draw_keypoints(crop, batch["keypoints"][i].numpy(), batch["keypoint_weights"][i].numpy() > 0, skeleton)
+        shown = outputs["scores"][i].float().numpy() > PANEL_SCORE_THRESHOLD
+        predicted = draw_keypoints(crop, outputs["coords"][i].float().numpy(), shown, skeleton, (255, 128, 0))
+        return "pose", side_by_side([truth, predicted], ["ground truth", "prediction"])
+
+    def write_validation_outputs(self, run_dir: Path) -> None:
+        """``predictions.json``: COCO keypoint results of the last validation (after rescoring and OKS-NMS)."""
+        with open(Path(run_dir) / "predictions.json", "w") as f:
+            json.dump(self.val_metrics.results if self.val_metrics is not None else [], f)

@@ -1,0 +1,151 @@
+"""The task registry: the one list of tasks. Everything that depends on the task reads its entry here.
+
+Adding a task is one folder (``tasks/<task>/``: module, loss, metric) plus one ``TaskSpec`` below; a dense
+task also gets a target spec in the data layer (``datamodules/dense_targets/<task>.py``). See
+``docs/architecture.md``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable, Literal, Mapping, Sequence
+
+from torch import nn
+
+from datamodules.body_parts import SAPIENS2_PART_CLASSES, resolve_class_names
+from datamodules.dense_targets import TARGETS, TargetSpec
+from datamodules.keypoints.metainfo import load_metainfo
+from sapiens2_ft.models.factory import LoadReport, build_model
+from sapiens2_ft.tasks import heads
+
+POSE_DATA = "datamodules.pose_datamodule.PoseDataModule"
+DENSE_DATA = "datamodules.dense_datamodule.DenseDataModule"
+KEYPOINT_LINKS = (("data.keypoints", "model.keypoints"), ("data.input_size", "model.input_size"))
+DENSE_LINKS = (("task", "data.task"), ("data.input_size", "model.input_size"))
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task, as the CLI, the modules, the apps and the data layer see it.
+
+    Args:
+        name: The top-level ``task`` key of a config.
+        module: Class path of its LightningModule.
+        datamodule: Class path of its LightningDataModule.
+        monitor: (metric, ``max`` | ``min``): checkpoint selection and the run summary's headline metric.
+        model_class: Name of its transformers class (None: not one model, e.g. multi-task pretraining).
+        outputs: Names of fixed output channels; empty when the outputs are a label set (keypoints, classes).
+        label_kind: What one label is, in messages: ``keypoint``, ``class`` or ``output``.
+        label_arg: The module argument that carries the label set (``keypoints``, ``class_names``), if any.
+        heads: Released head layout per backbone size (``tasks/heads.py``).
+        released_labels: Names of the rows of a released head whose config carries none (read lazily).
+        links: ``parser.link_arguments`` of the CLI: ``(source, target)`` or ``(sources, target, compute_fn)``.
+        targets: Its dense target spec in the data layer (``datamodules/dense_targets``), if a dense task.
+        predictor: How ``python -m sapiens2_ft.predict`` runs it: ``pose`` (person crops) or ``dense``
+            (whole images); None: not runnable there.
+        processor: Settings of its exported ``preprocessor_config.json`` beyond the normalisation.
+    """
+
+    name: str
+    module: str
+    datamodule: str
+    monitor: tuple[str, str]
+    model_class: str | None = None
+    outputs: tuple[str, ...] = ()
+    label_kind: str = "output"
+    label_arg: str | None = None
+    heads: Mapping[str, dict] = field(default_factory=dict)
+    released_labels: Callable[[], Sequence[str]] | None = None
+    links: tuple = ()
+    targets: TargetSpec | None = None
+    predictor: Literal["pose", "dense"] | None = None
+    processor: Mapping[str, object] = field(default_factory=dict)
+
+
+def _sapiens2_308() -> list[str]:
+    return list(load_metainfo("sapiens2_308").keypoint_names)
+
+
+def _dense(name: str, module: str, model_class: str, monitor: tuple[str, str], **kwargs) -> TaskSpec:
+    """A dense task: the dense data module, its target spec, the dense predictor."""
+    return TaskSpec(name, f"sapiens2_ft.tasks.{name}.module.{module}", DENSE_DATA, monitor, model_class,
+                    targets=TARGETS[name], predictor="dense", **{"links": DENSE_LINKS, **kwargs})
+
+
+TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
+    TaskSpec("pose", "sapiens2_ft.tasks.pose.module.PoseModule", POSE_DATA, ("val/AP", "max"),
+             "Sapiens2ForPoseEstimation", label_kind="keypoint", label_arg="keypoints", heads=heads.POSE_HEADS,
+             released_labels=_sapiens2_308, links=KEYPOINT_LINKS, predictor="pose",
+             processor={"do_pad": False, "keypoint_heatmap_downscale_factor": 4}),
+    _dense("seg", "SegmentationModule", "Sapiens2ForSemanticSegmentation", ("val/mIoU", "max"),
+           label_kind="class", label_arg="class_names", heads=heads.SEG_HEADS,
+           released_labels=lambda: SAPIENS2_PART_CLASSES,
+           links=DENSE_LINKS + ((("data.num_classes", "data.class_names"), "model.class_names", resolve_class_names),),
+           processor={"do_pad": False}),  # transformers' seg post-processing expects a stretched input
+    _dense("normal", "NormalModule", "Sapiens2ForNormalEstimation", ("val/angle_mean", "min"),
+           outputs=("normal_x", "normal_y", "normal_z"), heads=heads.PIXEL_SHUFFLE_HEADS,
+           processor={"do_pad": True}),  # letterboxed as in training; the post-processing removes the padding
+    _dense("pointmap", "PointmapModule", "Sapiens2ForPointmapEstimation", ("val/l2", "min"),
+           outputs=("x", "y", "z"), heads=heads.POINTMAP_HEADS, processor={"do_pad": True}),
+    _dense("matting", "MattingModule", "Sapiens2ForImageMatting", ("val/sad", "min"),
+           outputs=("foreground_r", "foreground_g", "foreground_b", "alpha"), heads=heads.PIXEL_SHUFFLE_HEADS,
+           processor={"do_pad": False}),  # transformers' matting post-processing expects a stretched input
+    # Pretraining of the demo backbone on every task at once (configs/pretrain_demo_backbone.yaml).
+    TaskSpec("multitask", "sapiens2_ft.tasks.multitask.module.MultiTaskModule",
+             "datamodules.multitask_datamodule.MultiTaskDataModule", ("val/loss", "min"), label_kind="keypoint",
+             links=KEYPOINT_LINKS),
+)}
+
+
+def task_spec(task: str) -> TaskSpec:
+    """The entry of ``task``; an unknown name is a ValueError listing the tasks."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task '{task}'; known: {sorted(TASKS)}")
+    return TASKS[task]
+
+
+def import_class(path: str) -> type:
+    """The class at a dotted ``module.Class`` path."""
+    module, name = path.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+def model_class(task: str) -> type:
+    """The transformers class of ``task``'s model; a task without one (multitask) is a ValueError."""
+    spec = task_spec(task)
+    if spec.model_class is None:
+        raise ValueError(f"task '{task}' has no single transformers model (known: "
+                         f"{sorted(t for t, s in TASKS.items() if s.model_class)})")
+    return getattr(importlib.import_module("transformers"), spec.model_class)
+
+
+def task_of_architecture(architecture: str) -> str | None:
+    """The task whose transformers class is named ``architecture`` (a config's ``architectures[0]``), if any."""
+    return next((name for name, spec in TASKS.items() if spec.model_class == architecture), None)
+
+
+def label_names(task: str, value) -> list[str]:
+    """The labels of ``task`` given its label argument's value (a keypoint set; class names, None = the 29
+    Sapiens2 classes); the fixed outputs of the others."""
+    spec = task_spec(task)
+    if spec.label_arg == "keypoints":
+        return list(load_metainfo(value).keypoint_names)
+    if spec.label_arg is not None:
+        return list(value or SAPIENS2_PART_CLASSES)
+    return list(spec.outputs)
+
+
+def build_task_model(task: str, labels: Sequence[str], image_size: Sequence[int],
+                     **kwargs) -> tuple[nn.Module, LoadReport]:
+    """``models.factory.build_model`` for ``task``: its transformers class, released head layouts and label names.
+
+    ``kwargs``: ``pretrained``, ``size``, ``head``, ``pos_embed_rescale``, ``flip_pairs``, ``attn_implementation``.
+    """
+    spec = task_spec(task)
+    labels = list(labels)
+    if spec.outputs and labels != list(spec.outputs):
+        raise ValueError(f"task '{task}' predicts {list(spec.outputs)}, got labels {labels}")
+    released = spec.released_labels() if spec.released_labels else ()
+    return build_model(model_class(task), labels, image_size, dict(spec.heads), released_labels=released,
+                       rows_by_name=not spec.outputs, **kwargs)

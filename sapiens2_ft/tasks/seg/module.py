@@ -1,0 +1,83 @@
+"""Body-part segmentation: a Sapiens2 segmentation model trained with class-weighted CE + Dice.
+
+Train: logits at the label resolution, class-weighted cross-entropy (ignore index 255; the upstream
+weights for the 29 Sapiens2 classes) plus per-sample Dice over the foreground classes. Val: mIoU / mAcc /
+aAcc from a confusion matrix summed across processes; the first validation label maps are written to
+``<run_dir>/predictions/``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from datamodules.body_parts import SAPIENS2_PART_CLASSES
+from sapiens2_ft.tasks.base import TaskModule
+from sapiens2_ft.tasks.dense_maps import resize_to
+from sapiens2_ft.tasks.seg.loss import default_class_weights, segmentation_loss
+from sapiens2_ft.tasks.seg.metric import SegmentationMetrics
+from sapiens2_ft.tasks.visualize import image_rgb, label_overlay, side_by_side
+
+
+class SegmentationModule(TaskModule):
+    """Fine-tune ``Sapiens2ForSemanticSegmentation`` on a class set (the ``model.*`` keys of every task:
+    ``TaskModule``).
+
+    Args:
+        class_names: Class names in label-id order (linked from ``data.class_names``); default: the
+            29 Sapiens2 classes. Head rows of a checkpoint are transferred by class name.
+        class_weights: Cross-entropy weight per class, in class order. Default: for the 29 Sapiens2 classes
+            in their order, the upstream weights (``SAPIENS2_PART_CLASS_WEIGHTS``: background 0.1, small
+            parts up to 10), as the released seg models were trained; for any other class set (another
+            ``data.num_classes`` or other ``data.class_names``), uniform. Give 29 ones for uniform weights
+            on the Sapiens2 set.
+        ce_weight: Weight of the cross-entropy term.
+        dice_weight: Weight of the Dice term.
+        ignore_index: Label value that is ignored by loss and metrics.
+    """
+
+    task = "seg"
+
+    def __init__(
+        self,
+        class_names: list[str] | None = None,
+        class_weights: list[float] | None = None,
+        ce_weight: float = 1.0,
+        dice_weight: float = 1.0,
+        ignore_index: int = 255,
+        **kwargs,
+    ):
+        names = list(class_names or SAPIENS2_PART_CLASSES)
+        if class_weights is not None and len(class_weights) != len(names):
+            raise ValueError(f"model.class_weights has {len(class_weights)} values for {len(names)} classes")
+        super().__init__(**kwargs)
+        self.class_names = self.labels = names
+        weights = class_weights if class_weights is not None else default_class_weights(names)
+        weights = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
+        self.register_buffer("class_weights", weights, persistent=False)
+        self.val_metrics = SegmentationMetrics(len(self.class_names), ignore_index=ignore_index)
+
+    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        return {"logits": resize_to(self.model(pixel_values).logits, size)}
+
+    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+        hp = self.hparams
+        return segmentation_loss(outputs["logits"], batch["labels"], self.class_weights, hp.ignore_index,
+                                 hp.ce_weight, hp.dice_weight)
+
+    def update_metrics(self, outputs: dict, batch: dict) -> None:
+        self.val_metrics.update(outputs["logits"].argmax(1), batch["labels"])
+
+    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
+        """``NAME.png``: predicted class ids; ``NAME_overlay.png``: their colours over the image."""
+        labels = outputs["logits"][i].argmax(0).to(torch.uint8).cpu().numpy()
+        overlay = label_overlay(image_rgb(batch, i), labels, len(self.class_names))
+        return {".png": labels, "_overlay.png": np.ascontiguousarray(overlay[..., ::-1])}
+
+    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+        image, classes = image_rgb(batch, i), len(self.class_names)
+        truth = label_overlay(image, batch["labels"][i].numpy(), classes, ignore_index=self.hparams.ignore_index)
+        predicted = label_overlay(image, outputs["logits"][i].argmax(0).numpy(), classes)
+        return "segmentation", side_by_side([truth, predicted], ["ground truth", "prediction"])

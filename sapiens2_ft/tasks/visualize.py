@@ -1,0 +1,112 @@
+"""Pictures of inputs, targets and predictions (RGB uint8 HxWx3 numpy arrays) for dashboards and overlays."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import cv2
+import numpy as np
+import torch
+
+
+def palette(num_classes: int) -> np.ndarray:
+    """A fixed colour per class id (0 = black background), well spread in hue."""
+    colors = np.zeros((max(num_classes, 1), 3), np.uint8)
+    for i in range(1, num_classes):
+        hue = int(round(179 * ((i * 0.618034) % 1.0)))
+        hsv = np.array([[[hue, 200, 255 if i % 2 else 190]]], np.uint8)
+        colors[i] = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)[0, 0]
+    return colors
+
+
+def label_overlay(image: np.ndarray, labels: np.ndarray, num_classes: int, opacity: float = 0.6,
+                  ignore_index: int = 255) -> np.ndarray:
+    """Class colours over the image; background (0) and ignored pixels show the image."""
+    colors = palette(num_classes)[np.clip(labels, 0, num_classes - 1)]
+    shown = (labels > 0) & (labels != ignore_index) & (labels < num_classes)
+    out = image.astype(np.float32)
+    out[shown] = (1 - opacity) * out[shown] + opacity * colors[shown]
+    return out.round().astype(np.uint8)
+
+
+def normal_rgb(normals: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Unit normals (H, W, 3) in [-1, 1] -> RGB ((n + 1) / 2); masked-out pixels black."""
+    rgb = ((np.nan_to_num(normals) + 1) * 127.5).clip(0, 255).astype(np.uint8)
+    if mask is not None:
+        rgb[~mask.astype(bool)] = 0
+    return rgb
+
+
+def depth_turbo(depth: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Depth (H, W) as a turbo colour map (near = red), scaled to the 2-98 percentiles of the shown pixels."""
+    shown = np.isfinite(depth) & (mask.astype(bool) if mask is not None else True)
+    values = depth[shown]
+    low, high = np.percentile(values, [2, 98]) if values.size else (0.0, 1.0)
+    scaled = np.clip((np.nan_to_num(depth) - low) / max(high - low, 1e-6), 0, 1)
+    rgb = cv2.applyColorMap((255 * (1 - scaled)).astype(np.uint8), cv2.COLORMAP_TURBO)[..., ::-1].copy()
+    rgb[~shown] = 0
+    return rgb
+
+
+def checkerboard(height: int, width: int, cell: int = 16) -> np.ndarray:
+    ys, xs = np.mgrid[:height, :width]
+    light = ((ys // cell + xs // cell) % 2).astype(bool)
+    board = np.full((height, width, 3), 100, np.uint8)
+    board[light] = 160
+    return board
+
+
+def matte_composite(foreground: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """Foreground (H, W, 3 uint8) over a checkerboard with ``alpha`` (H, W) in [0, 1]."""
+    a = np.clip(alpha, 0, 1)[..., None]
+    board = checkerboard(*alpha.shape)
+    return (a * foreground + (1 - a) * board).round().astype(np.uint8)
+
+
+def gray(values: np.ndarray) -> np.ndarray:
+    """(H, W) in [0, 1] -> RGB gray."""
+    return np.repeat((np.clip(values, 0, 1) * 255).round().astype(np.uint8)[..., None], 3, axis=2)
+
+
+def draw_keypoints(image: np.ndarray, keypoints: np.ndarray, shown: np.ndarray,
+                   skeleton: Sequence[Sequence[int]], color: tuple[int, int, int] = (0, 255, 0)) -> np.ndarray:
+    """Skeleton links and joints of one person (keypoints (K, 2) pixels, ``shown`` (K,) bool)."""
+    out = np.ascontiguousarray(image.copy())
+    scale = max(1, round(max(image.shape[:2]) / 256))
+    points = [tuple(int(round(v)) for v in p) for p in keypoints]
+    for a, b in skeleton:
+        if shown[a] and shown[b]:
+            cv2.line(out, points[a], points[b], color, scale, cv2.LINE_AA)
+    for k, p in enumerate(points):
+        if shown[k]:
+            cv2.circle(out, p, 2 * scale, (255, 255, 255), -1, cv2.LINE_AA)
+            cv2.circle(out, p, 2 * scale, color, 1, cv2.LINE_AA)
+    return out
+
+
+def side_by_side(images: Sequence[np.ndarray], titles: Sequence[str] = ()) -> np.ndarray:
+    """Equal-height RGB images in a row, each captioned with its title."""
+    height = max(im.shape[0] for im in images)
+    tiles = []
+    for i, im in enumerate(images):
+        tile = np.zeros((height, im.shape[1], 3), np.uint8)
+        tile[: im.shape[0]] = im if im.ndim == 3 else gray(im / 255.0)
+        if i < len(titles):
+            cv2.putText(tile, titles[i], (4, 14), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 3, cv2.LINE_AA)
+            cv2.putText(tile, titles[i], (4, 14), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (255, 255, 255), 1, cv2.LINE_AA)
+        tiles.append(tile)
+    return np.concatenate(tiles, axis=1)
+
+
+def image_rgb(batch: dict, i: int) -> np.ndarray:
+    """Sample ``i``'s uint8 (3, H, W) input image as RGB HxWx3."""
+    return batch["image"][i].permute(1, 2, 0).cpu().numpy()
+
+
+def to_png(x: torch.Tensor, low: float = 0.0, high: float = 1.0) -> np.ndarray:
+    """(C, H, W) or (H, W) values in [low, high] -> uint8 HxW[x3] for cv2 (RGB channels become BGR)."""
+    x = ((x.detach().float().cpu() - low) / (high - low)).clamp(0, 1).mul(255).round().to(torch.uint8)
+    if x.ndim == 3:
+        x = x.permute(1, 2, 0)
+        x = x[..., [2, 1, 0]] if x.shape[-1] == 3 else x[..., 0]
+    return x.numpy()

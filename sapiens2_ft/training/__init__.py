@@ -1,0 +1,1 @@
+"""Training layer: the command line, run directories, checkpoint files, callbacks, tracking, strategies."""

@@ -1,0 +1,1 @@
+"""Callbacks every training run gets (see ``training/cli.py``)."""

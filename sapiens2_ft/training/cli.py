@@ -1,0 +1,266 @@
+"""``python train.py --config pose_demo.yaml [--section.key value ...]``: LightningCLI around the task modules.
+
+- ``--config NAME`` looks NAME up in ``configs/`` when it is not a path; several ``--config`` merge in order.
+- The top-level ``task`` key (pose, seg, normal, pointmap, matting, multitask) picks the LightningModule and
+  DataModule of the task registry (``sapiens2_ft/tasks/registry.py``), and its argument links.
+- Every run gets a run directory (``--run_dir``, default ``runs/<config>/<timestamp>``) holding the
+  resolved ``config.yaml``, ``checkpoints/`` (best by the task's metric, and last), ``metrics.csv`` and
+  the dashboard's files (``tracking.*``), the latest validation's predictions (pose ``predictions.json``,
+  dense ``predictions/``) and image panels (``overlays/``), and at the end ``results.png``, ``export/``
+  (the best checkpoint as a Hugging Face model directory) and ``summary.json``.
+- ``--resume auto|PATH`` continues a run (weights, optimiser, schedule, step, wandb run);
+  ``--init_from CKPT_OR_DIR`` starts a new run from an earlier run's weights only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Optional
+
+import torch
+import yaml
+from jsonargparse.typing import PositiveInt
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+from lightning.pytorch.loggers import WandbLogger
+
+from sapiens2_ft.compat import cli_value, experiment_started
+from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
+from sapiens2_ft.tasks.registry import TASKS, import_class, task_spec
+from sapiens2_ft.training.callbacks.image_panels import ImagePanels
+from sapiens2_ft.training.callbacks.non_finite import NonFiniteConfig, NonFiniteGuard
+from sapiens2_ft.training.callbacks.progress import StepProgressBar
+from sapiens2_ft.training.callbacks.resume_position import ResumeDataPosition
+from sapiens2_ft.training.callbacks.run_artifacts import RunArtifacts
+from sapiens2_ft.training.callbacks.step_checkpoint import StepCheckpoint
+from sapiens2_ft.training.callbacks.throughput import Throughput
+from sapiens2_ft.training.checkpoint_io import AtomicCheckpointIO
+from sapiens2_ft.training.config_safety import check_class_paths
+from sapiens2_ft.training.hf_export import export_checkpoint
+from sapiens2_ft.training.results_page import write_results_png
+from sapiens2_ft.training.run_dir import (LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, default_run_dir,
+                                          resolve_resume, run_name)
+from sapiens2_ft.training.tracking import TrackingConfig, build_loggers, git_commit, new_run_id
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs"
+
+
+def resolve_config_args(argv: list[str]) -> list[str]:
+    """Rewrite ``--config NAME`` to ``configs/NAME`` when NAME is not an existing path."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        value, prefix = None, None
+        if arg == "--config" and i + 1 < len(out):
+            value, index = out[i + 1], i + 1
+        elif arg.startswith("--config="):
+            value, index, prefix = arg.split("=", 1)[1], i, "--config="
+        if value is None or Path(value).exists():
+            continue
+        for candidate in (CONFIG_DIR / value, CONFIG_DIR / f"{value}.yaml"):
+            if candidate.exists():
+                out[index] = f"{prefix or ''}{candidate}"
+                break
+        else:
+            known = ", ".join(sorted(p.name for p in CONFIG_DIR.glob("*.yaml")))
+            raise SystemExit(f"config '{value}' not found (as a path or in {CONFIG_DIR}); configs: {known}")
+    return out
+
+
+def task_of(argv: list[str]) -> str:
+    """The ``task`` key of the last config / override that sets it (default pose)."""
+    task = "pose"
+    for i, arg in enumerate(argv):
+        config = argv[i + 1] if arg == "--config" and i + 1 < len(argv) else (
+            arg.split("=", 1)[1] if arg.startswith("--config=") else None)
+        if config is not None:
+            with open(config) as f:
+                task = (yaml.safe_load(f) or {}).get("task", task)
+        elif arg == "--task" and i + 1 < len(argv):
+            task = argv[i + 1]
+        elif arg.startswith("--task="):
+            task = arg.split("=", 1)[1]
+    if task not in TASKS:
+        raise SystemExit(f"unknown task '{task}'; known: {sorted(TASKS)}")
+    return task
+
+
+def default_precision(accelerator) -> str:
+    """bf16-mixed where the run trains on a GPU, else full fp32. The GPU's bf16 support is not probed:
+    that would start CUDA in the launching process, before Lightning forks or starts the ranks."""
+    on_gpu = str(accelerator) in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+    return "bf16-mixed" if on_gpu else "32-true"
+
+
+class SaveRecipe(SaveConfigCallback):
+    """``<run_dir>/config.yaml``: the resolved recipe without ``run_dir`` and ``resume``, so that
+    ``--config <run_dir>/config.yaml`` starts a new run of the same recipe."""
+
+    def __init__(self, parser, config, *args, **kwargs):
+        config = config.clone()
+        config.run_dir, config.resume = None, None
+        super().__init__(parser, config, *args, **kwargs)
+
+
+class Sapiens2CLI(LightningCLI):
+    """Adds the ``task``, ``run_dir``, ``resume``, ``init_from``, ``checkpoint_every_n_steps``, ``export``,
+    ``tracking`` and ``non_finite`` keys, the task links, the run directory and the run's callbacks."""
+
+    def __init__(self, task: str, **kwargs):
+        self.task = task_spec(task)
+        self.resume: CheckpointInfo | None = None
+        super().__init__(import_class(self.task.module), import_class(self.task.datamodule), **kwargs)
+
+    def add_arguments_to_parser(self, parser) -> None:
+        parser.add_argument("--task", default="pose", help=f"Task: {', '.join(TASKS)}")
+        parser.add_argument("--run_dir", default=None, help="Run directory (default: runs/<config>/<timestamp>)")
+        parser.add_argument("--resume", default=None,
+                            help="Continue a run with its full training state: 'auto' (the latest run of this "
+                                 "config, or --run_dir; a fresh run when there is none) or a checkpoint / run dir")
+        parser.add_argument("--init_from", default=None,
+                            help="Start a new run from the weights of an earlier run of the same task and labels "
+                                 "(.ckpt, distributed checkpoint dir or exported dir); optimiser and step start at 0")
+        parser.add_argument("--checkpoint_every_n_steps", type=Optional[PositiveInt], default=None,
+                            help="Also write last.ckpt every N optimiser steps between validations, so a crash "
+                                 "loses at most N steps (default: at validations only)")
+        parser.add_argument("--export", type=bool, default=True,
+                            help="Export the best checkpoint to <run_dir>/export at the end of fit")
+        parser.add_class_arguments(TrackingConfig, "tracking")
+        parser.add_class_arguments(NonFiniteConfig, "non_finite")
+        parser.link_arguments("init_from", "model.init_from")
+        for link in self.task.links:
+            parser.link_arguments(*link)
+
+    def before_instantiate_classes(self) -> None:
+        config = self.config
+        check_class_paths(config.as_dict())
+        name = run_name(config.get("config") or [])
+        if config.resume and config.init_from:
+            raise SystemExit("--resume continues a run and --init_from starts a new one: give one of them")
+        resumed = resolve_resume(config.resume, config.run_dir, name) if config.resume else None
+        if resumed is not None:
+            checkpoint, run_dir = resumed
+            try:
+                self.resume = read_info(checkpoint)
+            except CheckpointError as err:
+                raise SystemExit(f"--resume: {err}") from None
+            config.run_dir = str(run_dir)
+            os.environ[RUN_DIR_ENV] = str(run_dir)  # ranks started by Lightning's launcher resume the same run
+        elif config.resume == "auto":
+            print("--resume auto: no earlier run with a last checkpoint; starting a new run")
+        if not config.run_dir:
+            config.run_dir = str(default_run_dir(name))
+        self.run_dir = Path(config.run_dir)
+        if self.resume is None:
+            check_fresh(self.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        trainer = config.trainer
+        trainer.default_root_dir = str(self.run_dir)
+        if trainer.precision is None:
+            trainer.precision = default_precision(trainer.accelerator)
+
+    def instantiate_trainer(self, **kwargs):
+        monitor, mode = self.model.monitor
+        config = cli_value(self, self.config_init, "trainer", default={})
+        tracking: TrackingConfig = cli_value(self, self.config_init, "tracking")
+        if config.get("logger") in (None, True):
+            run_id = (self.resume.wandb_run_id if self.resume else None) or new_run_id()
+            kwargs["logger"] = build_loggers(tracking, self.run_dir, run_id)
+        callbacks = list(config.get("callbacks") or []) + [
+            ModelCheckpoint(dirpath=self.run_dir / "checkpoints", monitor=monitor, mode=mode,
+                            filename="best-step{step}", auto_insert_metric_name=False),
+            # Its own callback: Lightning 2.6 refreshes `save_last` only when the best one changed.
+            ModelCheckpoint(dirpath=self.run_dir / "checkpoints", monitor=None, filename=LAST_CHECKPOINT.stem,
+                            enable_version_counter=False),
+            LearningRateMonitor(logging_interval="step"),
+            RunArtifacts(self.run_dir),
+            ImagePanels(self.run_dir, tracking.num_panel_images),
+            Throughput(),
+            NonFiniteGuard(cli_value(self, self.config_init, "non_finite")),
+            ResumeDataPosition(),
+        ]
+        every_n_steps = cli_value(self, self.config_init, "checkpoint_every_n_steps")
+        if every_n_steps:
+            callbacks.append(StepCheckpoint(self.run_dir / LAST_CHECKPOINT, every_n_steps))
+        if config.get("enable_progress_bar") is not False:
+            callbacks.append(StepProgressBar())
+        kwargs["callbacks"] = callbacks
+        kwargs["use_distributed_sampler"] = False  # the DataModules split data over processes themselves
+        plugins = config.get("plugins") or []
+        kwargs["plugins"] = (plugins if isinstance(plugins, list) else [plugins]) + [AtomicCheckpointIO()]
+        return super().instantiate_trainer(**kwargs)
+
+    def resolved_config(self) -> dict:
+        """The whole recipe as plain data, for the dashboard."""
+        return yaml.safe_load(self.parser.dump(self.config, skip_validation=True))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Parse, fit, validate the final weights, write the summary; returns the summary."""
+    argv = resolve_config_args(sys.argv[1:] if argv is None else argv)
+    # sys.argv stays as it is: Lightning's launcher starts the other ranks by re-running it.
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+    cli = Sapiens2CLI(task_of(argv), args=argv, run=False, seed_everything_default=0, save_config_callback=SaveRecipe,
+                      save_config_kwargs={"overwrite": True}, auto_configure_optimizers=False)
+    trainer, model, data = cli.trainer, cli.model, cli.datamodule
+    checkpoint = None
+    if cli.resume is not None:
+        info = cli.resume
+        try:
+            check_compatible(info.path, info.task, info.labels, model.task, model.labels, "--resume",
+                             task_spec(model.task).label_kind)
+        except CheckpointError as err:
+            raise SystemExit(str(err)) from None
+        checkpoint = str(info.path)
+        if trainer.is_global_zero:
+            print(f"resuming {info.describe()}: restores the model, optimiser, lr schedule, loop state"
+                  + (f" and wandb run {info.wandb_run_id}" if info.wandb_run_id else ""))
+    elif cli.config.init_from and trainer.is_global_zero:
+        print(f"--init_from {cli.config.init_from}: weights only; optimiser, lr schedule and step start at 0")
+    commit = git_commit()
+    for logger in trainer.loggers[1:]:  # the dashboard; the CSV logger already has config.yaml beside it
+        logger.log_hyperparams({"config": cli.resolved_config(), "git_commit": commit})
+    started = time.time()
+    try:
+        trainer.fit(model, datamodule=data, ckpt_path=checkpoint, weights_only=True)
+    except BaseException:
+        close_dashboards(trainer, exit_code=1)
+        raise
+    artifacts = next(c for c in trainer.callbacks if isinstance(c, RunArtifacts))
+    if artifacts.last_validated_step != trainer.global_step:
+        trainer.validate(model, datamodule=data, verbose=False)
+    if artifacts.last_saved_step != trainer.global_step:  # steps after the last validation: keep them too
+        trainer.save_checkpoint(cli.run_dir / LAST_CHECKPOINT)
+    guard = next(c for c in trainer.callbacks if isinstance(c, NonFiniteGuard))
+    summary = artifacts.write_summary(trainer, model, data, wall_time_s=time.time() - started, extra={
+        "git_commit": commit, "non_finite_skipped_steps": guard.skipped, "non_finite_events": guard.events})
+    if trainer.is_global_zero:
+        close_dashboards(trainer)
+        finish_run(cli.run_dir, summary, model.monitor[0], export=cli.config.export)
+    return summary
+
+
+def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool) -> None:
+    """Rank 0 after fit: the results page, the export of the best checkpoint, the closing lines."""
+    results = write_results_png(run_dir, monitor)
+    if export and summary["best_checkpoint"]:
+        summary["export"] = str(export_checkpoint(summary["best_checkpoint"], run_dir / "export"))
+        with open(run_dir / "summary.json", "w") as f:
+            json.dump(summary, f, indent=2)
+    print(f"run directory: {run_dir}")
+    if results:
+        print(f"curves: {results}; prediction overlays: {run_dir / 'overlays'}")
+    if summary.get("export"):
+        print(f"model for transformers / predict: {summary['export']}")
+    print("final metrics: " + "  ".join(f"{k}={v:.4f}" for k, v in summary["metrics"].items()))
+
+
+def close_dashboards(trainer, exit_code: int = 0) -> None:
+    """Finish the wandb run (flushes its files; a later run in this process starts its own)."""
+    for logger in trainer.loggers:
+        if isinstance(logger, WandbLogger) and experiment_started(logger):
+            logger.experiment.finish(exit_code=exit_code)

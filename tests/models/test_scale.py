@@ -1,0 +1,196 @@
+"""Scale: FSDP2 and DDP with 2 CPU processes (gloo), activation checkpointing, meta-device builds."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from sapiens2_ft.models.sharding import apply_activation_checkpointing, transformer_blocks
+from sapiens2_ft.tasks.registry import build_task_model
+
+REPO = Path(__file__).resolve().parents[2]
+TOLERANCE = 1e-5  # float32 reductions in another order (two half-batches + all-reduce) differ in the last bits
+
+
+def run_job(cmd: list[str], cwd: Path, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run a (possibly multi-process) command in its own process group; on timeout kill the whole group,
+    so ranks that Lightning launched do not outlive a hung test."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"timed out after {timeout} s: {' '.join(cmd)}\n{err[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _fit(runs: Path, name: str, *args: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, str(REPO / "tests" / "distributed_fit.py"), "--out", str(runs / name), *args]
+    done = run_job(cmd, runs, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((runs / name / "result.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("distributed")
+
+
+@pytest.fixture(scope="module")
+def single(runs) -> dict:
+    return _fit(runs, "single", "--devices", "1", "--steps", "3")
+
+
+def test_fsdp2_two_ranks_shard_match_single_process_and_resume(runs, single):
+    first = _fit(runs, "fsdp2", "--devices", "2", "--strategy", "fsdp2", "--steps", "3", "--stop_after", "2")
+    total = single["ranks"][0]["total"]
+    for rank in first["ranks"]:  # every block and the root sharded: each rank holds about half
+        assert rank["total"] == total and 0.45 * total < rank["held"] < 0.55 * total
+    assert sum(r["held"] for r in first["ranks"]) == total
+    assert first["global_step"] == 2 and first["checkpoint_is_dir"]  # a distributed (sharded) checkpoint
+    assert first["losses"] == pytest.approx(single["losses"][:2], abs=TOLERANCE)
+
+    resumed = _fit(runs, "fsdp2_resumed", "--devices", "2", "--strategy", "fsdp2", "--steps", "3",
+                   "--resume", first["checkpoint"])
+    assert resumed["global_step"] == 3 and len(resumed["losses"]) == 1
+    # weights, AdamW moments and the lr schedule all came back: step 3 is the uninterrupted one
+    assert resumed["losses"][0] == pytest.approx(single["losses"][2], abs=TOLERANCE)
+
+
+def test_ddp_two_ranks_match_single_process(runs, single):
+    ddp = _fit(runs, "ddp", "--devices", "2", "--strategy", "ddp", "--steps", "3")
+    assert all(r["held"] == r["total"] for r in ddp["ranks"])  # full replicas
+    assert ddp["losses"] == pytest.approx(single["losses"], abs=TOLERANCE)
+
+
+def _loss_grads_and_saved_bytes(every: int):
+    torch.manual_seed(0)
+    model, _ = build_task_model("pose", [f"k{i}" for i in range(17)], (256, 192), size="tiny")
+    wrapped = apply_activation_checkpointing(model, every)
+    x = torch.randn(4, 3, 256, 192, generator=torch.Generator().manual_seed(1))
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel() * t.element_size())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(x).heatmaps.pow(2).mean()
+    loss.backward()
+    # parameter names gain the wrapper's "_checkpoint_wrapped_module."; state-dict keys do not
+    grads = {n.replace("_checkpoint_wrapped_module.", ""): p.grad.clone() for n, p in model.named_parameters()}
+    assert set(model.state_dict()) >= set(grads)
+    return loss.detach(), grads, sum(saved), wrapped
+
+
+def test_activation_checkpointing_same_loss_and_grads_fewer_saved_tensors():
+    loss, grads, saved, _ = _loss_grads_and_saved_bytes(0)
+    loss_ac, grads_ac, saved_ac, wrapped = _loss_grads_and_saved_bytes(1)
+    assert wrapped == 4
+    torch.testing.assert_close(loss_ac, loss)
+    assert grads_ac.keys() == grads.keys()
+    for name in grads:
+        torch.testing.assert_close(grads_ac[name], grads[name], rtol=1e-4, atol=1e-6)
+    assert saved_ac < 0.5 * saved, (saved_ac, saved)
+    _, _, saved_half, wrapped_half = _loss_grads_and_saved_bytes(2)
+    assert wrapped_half == 2 and saved_ac < saved_half < saved
+
+
+def test_5b_builds_on_meta_without_memory_and_matches_the_paper_count():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    with torch.device("meta"):
+        model, _ = build_task_model("pose", [f"k{i}" for i in range(308)], (1024, 768), size="5b")
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert all(p.is_meta for p in model.parameters())
+    backbone = sum(p.numel() for p in model.model.parameters())
+    assert backbone == pytest.approx(5.071e9, rel=0.01)
+    assert len(transformer_blocks(model)) == 56
+    assert grown_mb < 500, f"peak RSS grew {grown_mb:.0f} MB (fp32 weights would be 20 GB)"
+
+
+def test_memory_estimate_matches_measured_activations_on_cpu():
+    """The estimator's activations (one block measured, times depth and batch, plus the head) against
+    the bytes autograd saves for the whole model on the CPU, fp32, with and without checkpointing."""
+    from sapiens2_ft.memory import Setup, estimate
+
+    setup = Setup(task="seg", size="tiny", num_labels=29, input_size=(256, 192), batch_size=3, world_size=1,
+                  strategy="single", bf16=False, checkpoint_every=1, cpu_offload=False)
+    est = estimate(setup)
+    measured = {}
+    for every in (0, 1):
+        torch.manual_seed(0)
+        model, _ = build_task_model("seg", [f"c{i}" for i in range(29)], (256, 192), size="tiny")
+        apply_activation_checkpointing(model, every)
+        x = torch.randn(3, 3, 256, 192)
+        saved = []
+
+        def pack(t):
+            saved.append(t.numel() * t.element_size())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            model(x)
+        measured[every] = sum(saved)
+    # off by the embeddings and final norm, which the estimate leaves out: within 10%
+    assert est.activations == pytest.approx(measured[0], rel=0.10)
+    # the estimate adds one block's recomputation (live during backward), which saved bytes do not show
+    assert measured[1] < est.activations_checkpointed < 2 * measured[1]
+    assert est.params == est.grads == 4 * est.num_params and est.optimizer == 8 * est.num_params
+
+
+def test_train_py_with_the_fsdp2_config_piece(dense_root, tmp_path):
+    """The CLI path: a recipe plus ``strategy/fsdp2.yaml`` on 2 CPU processes (Lightning launches rank 1)."""
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "train.py", "--config", "seg_demo.yaml", "--config", "strategy/fsdp2.yaml",
+           "--run_dir", str(run_dir), "--data.root", str(dense_root), "--data.synthetic", "null",
+           "--data.batch_size", "2", "--data.num_workers", "0", "--trainer.devices", "2",
+           "--trainer.max_steps", "2", "--trainer.val_check_interval", "2", "--trainer.enable_progress_bar", "false",
+           "--checkpoint_every_n_steps", "1"]  # a sharded step checkpoint at 1; the validation one at 2
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # two ranks on two cores
+    done = run_job(cmd, REPO, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["global_step"] == 2 and "mIoU" in summary["metrics"]
+    assert (run_dir / "checkpoints" / "last.ckpt").is_dir()  # distributed checkpoint: one shard per rank
+    assert "step 1: last.ckpt written (checkpoint_every_n_steps: 1)" in done.stderr  # by both ranks, together
+    assert "step 2: last.ckpt written" not in done.stderr  # the validation's checkpoint
+    assert "backbone pretrained, head new" in summary["model"]
+
+    # The end-of-fit export consolidated the sharded best checkpoint; torch's own converter agrees.
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    from transformers import AutoModelForSemanticSegmentation
+
+    exported = AutoModelForSemanticSegmentation.from_pretrained(summary["export"])
+    dcp_to_torch_save(summary["best_checkpoint"], tmp_path / "whole.pt")
+    whole = torch.load(tmp_path / "whole.pt", weights_only=True)["state_dict"]
+    reference = {k[len("model."):].replace("_checkpoint_wrapped_module.", ""): v for k, v in whole.items()}
+    exported_state = exported.state_dict()
+    assert set(exported_state) == set(reference)
+    for key, value in exported_state.items():
+        assert torch.equal(value, reference[key]), key
+
+
+def test_memory_cli_reads_the_recipe_like_train_py():
+    from sapiens2_ft.memory import Estimate, report, setup_from_config
+
+    setup = setup_from_config(["--config", "pose_coco_5b.yaml", "--data.batch_size", "3"], world_size=8)
+    assert (setup.task, setup.size, setup.num_labels, setup.input_size) == ("pose", "5b", 17, (1024, 768))
+    assert (setup.batch_size, setup.world_size, setup.strategy) == (3, 8, "fsdp2")
+    assert setup.bf16 and setup.checkpoint_every == 1 and not setup.cpu_offload
+    assert setup_from_config(["--config", "seg_custom.yaml"], world_size=2).strategy == "ddp"
+    gib = 2**30
+    text = report(setup, Estimate(params=gib, grads=gib, optimizer=2 * gib, buffers=0, activations=100 * gib,
+                                  activations_checkpointed=10 * gib, num_params=10**9), device_memory_gb=80)
+    assert "total without checkpointing    104.00 GiB -> does NOT fit" in text
+    assert "total with checkpointing     14.00 GiB -> fits" in text

@@ -1,0 +1,39 @@
+"""Multi-task pretraining (the demo backbone's recipe): a short run, its checkpoint's names, and a resume."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from datamodules.dense_targets import DENSE_TASKS
+from sapiens2_ft.training.cli import main
+
+
+def _args(dense_root, run_dir, steps: int) -> list[str]:
+    return ["--config", "pretrain_demo_backbone.yaml", "--run_dir", str(run_dir), "--data.root", str(dense_root),
+            "--data.synthetic", "null", "--model.size", "tiny", "--data.batch_size", "2", "--data.val_batch_size", "2",
+            "--data.num_workers", "0", "--trainer.max_steps", str(steps), "--trainer.val_check_interval", "2",
+            "--trainer.limit_val_batches", "1", "--trainer.log_every_n_steps", "1",
+            "--trainer.enable_progress_bar", "false"]
+
+
+def test_pretraining_run_keeps_one_backbone_and_resumes(dense_root, tmp_path):
+    run_dir = tmp_path / "run"
+    summary = main(_args(dense_root, run_dir, 2))
+    assert summary["global_step"] == 2
+    assert {"pose_AP", "seg_mIoU", "normal_angle_mean", "pointmap_l2", "matting_sad", "loss"} <= set(summary["metrics"])
+    assert json.loads((run_dir / "predictions.json").read_text())  # the pose head's COCO results
+    data = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    assert data["sapiens2_ft"]["task"] == "multitask"
+    keys = list(data["state_dict"])
+    # The names a resumed pretraining run (and tools/pretrain_demo_backbone.py) relies on.
+    assert any(k.startswith("backbone.backbone.model.") for k in keys)
+    for task in ("pose", *DENSE_TASKS):
+        assert any(k.startswith(f"tasks.{task}.model.") for k in keys), task
+    assert all(k.startswith("backbone.backbone.") or k.split(".")[0] == "tasks" and k.split(".")[2] == "model"
+               for k in keys)
+    assert not any(".model.model." in k for k in keys)  # the shared backbone is stored once
+
+    resumed = main(_args(dense_root, tmp_path / "elsewhere", 3) + ["--resume", str(run_dir)])
+    assert resumed["global_step"] == 3 and resumed["run_dir"] == str(run_dir)

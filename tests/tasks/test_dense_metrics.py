@@ -1,0 +1,148 @@
+"""Tests for the dense-task metrics: hand values and independence from how updates are batched."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from sapiens2_ft.tasks.matting.metric import MattingMetrics
+from sapiens2_ft.tasks.matting.metric import connectivity_error
+from sapiens2_ft.tasks.normal.metric import NormalMetrics
+from sapiens2_ft.tasks.pointmap.metric import PointmapMetrics
+from sapiens2_ft.tasks.seg.metric import SegmentationMetrics
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _split_equal(make, *tensors) -> None:
+    """One update with the whole batch == two updates with its halves."""
+    whole, halves = make(), make()
+    whole.update(*tensors)
+    halves.update(*(t[:1] if t is not None else None for t in tensors))
+    halves.update(*(t[1:] if t is not None else None for t in tensors))
+    a, b = whole.compute(), halves.compute()
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], msg=k)
+
+
+# --------------------------------------------------------------- segmentation
+def test_segmentation_perfect_and_hand_confusion():
+    labels = torch.randint(0, 3, (2, 4, 5), generator=_gen())
+    m = SegmentationMetrics(num_classes=4)  # class 3 absent everywhere: excluded
+    m.update(labels, labels)
+    out = m.compute()
+    assert out["mIoU"].item() == 1.0 and out["mAcc"].item() == 1.0 and out["aAcc"].item() == 1.0
+
+    # GT [0 0 1 1 255], pred [0 1 1 2 0]; class 2 only predicted
+    gt = torch.tensor([[[0, 0, 1, 1, 255]]])
+    pred = torch.tensor([[[0, 1, 1, 2, 0]]])
+    m = SegmentationMetrics(num_classes=4)
+    m.update(pred, gt)
+    out = m.compute()
+    # IoU: c0 1/2, c1 1/3, c2 0/1; class 3 absent -> mean of three
+    assert out["mIoU"].item() == pytest.approx((1 / 2 + 1 / 3 + 0) / 3)
+    assert out["mAcc"].item() == pytest.approx((1 / 2 + 1 / 2) / 2)  # classes with GT only
+    assert out["aAcc"].item() == pytest.approx(2 / 4)
+    assert torch.isnan(m.per_class_iou[3])
+
+
+def test_segmentation_logits_split_and_errors():
+    labels = torch.randint(0, 3, (2, 4, 5), generator=_gen())
+    labels[0, 0] = 255
+    logits = torch.randn(2, 3, 4, 5, generator=_gen(1))
+    _split_equal(lambda: SegmentationMetrics(3), logits, labels)
+    with pytest.raises(ValueError, match="class ids"):
+        SegmentationMetrics(2).update(labels, labels)
+
+
+# --------------------------------------------------------------------- normal
+def test_normal_ninety_degrees():
+    target = torch.tensor([0.0, 0.0, 1.0]).view(1, 3, 1, 1).expand(2, 3, 3, 3)
+    pred = torch.tensor([0.0, 2.0, 0.0]).view(1, 3, 1, 1).expand(2, 3, 3, 3)
+    m = NormalMetrics()
+    m.update(pred, target)
+    out = m.compute()
+    assert out["angle_mean"].item() == pytest.approx(90.0)
+    assert out["angle_rmse"].item() == pytest.approx(90.0)
+    assert out["angle_median"].item() == pytest.approx(90.0, abs=0.01)
+    assert out["within_30"].item() == 0.0
+
+
+def test_normal_hand_values_mask_and_split():
+    # angles 0, 10, 20, 40 deg (plus one masked pixel at 90)
+    angles = torch.deg2rad(torch.tensor([0.0, 10.0, 20.0, 40.0, 90.0], dtype=torch.float64))
+    pred = torch.stack([torch.sin(angles), torch.zeros(5, dtype=torch.float64), torch.cos(angles)]).view(1, 3, 1, 5)
+    target = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64).view(1, 3, 1, 1).expand(1, 3, 1, 5)
+    mask = torch.tensor([[[True, True, True, True, False]]])
+    m = NormalMetrics()
+    m.update(pred, target, mask)
+    out = m.compute()
+    assert out["angle_mean"].item() == pytest.approx(17.5)
+    assert out["angle_rmse"].item() == pytest.approx(np.sqrt((0 + 100 + 400 + 1600) / 4))
+    assert out["angle_median"].item() == pytest.approx(10.0, abs=0.01)  # lower median (2nd of 4)
+    assert [out[f"within_{t}"].item() for t in ("5", "11.25", "22.5", "30")] == pytest.approx([25, 50, 75, 75])
+    pred = torch.randn(2, 3, 5, 6, generator=_gen(1))
+    target = F.normalize(torch.randn(2, 3, 5, 6, generator=_gen(2)), dim=1)
+    _split_equal(NormalMetrics, pred, target, torch.rand(2, 5, 6, generator=_gen(3)) > 0.2)
+
+
+# ------------------------------------------------------------------- pointmap
+def test_pointmap_constant_offset():
+    ys, xs = torch.meshgrid(torch.linspace(-1, 1, 6), torch.linspace(-1, 1, 6), indexing="ij")
+    target = torch.stack([xs, ys, 3.0 + 0.2 * xs * ys]).unsqueeze(0).expand(2, 3, 6, 6).double()
+    pred = target + torch.tensor([0.06, 0.0, 0.08], dtype=torch.float64).view(1, 3, 1, 1)  # |offset| = 0.1 m
+    mask = torch.ones(2, 6, 6, dtype=torch.bool)
+    mask[:, 0, 0] = False
+    m = PointmapMetrics()
+    m.update(pred, target, mask)
+    out = m.compute()
+    assert out["l2"].item() == pytest.approx(0.1)
+    assert out["rmse"].item() == pytest.approx(0.1)
+    assert [out["mae_x"].item(), out["mae_y"].item(), out["mae_z"].item()] == pytest.approx([0.06, 0.0, 0.08])
+    assert out["within_20cm"].item() == 100.0 and out["within_5cm"].item() == 0.0
+    assert out["normal_angle"].item() == pytest.approx(0.0, abs=1e-4)  # a shift keeps the normals
+    noisy = target + 0.05 * torch.randn(target.shape, generator=_gen(4), dtype=torch.float64)
+    _split_equal(PointmapMetrics, noisy, target, mask)
+
+
+# -------------------------------------------------------------------- matting
+def test_matting_hand_values_and_split():
+    gt = torch.zeros(1, 1, 4, 4)
+    gt[..., :, 2:] = 1.0
+    m = MattingMetrics()
+    m.update(gt.clone(), gt)
+    perfect = m.compute()
+    assert all(v.item() == pytest.approx(0.0) for v in perfect.values())
+
+    pred = gt.clone()
+    pred[..., 0, 0] = 0.5  # |err| 0.5
+    pred[..., 1, 3] = 0.0  # |err| 1.0
+    m = MattingMetrics()
+    m.update(pred, gt)
+    out = m.compute()
+    assert out["sad"].item() == pytest.approx(1.5 / 1000)
+    assert out["mse"].item() == pytest.approx((0.25 + 1.0) / 16)
+    assert out["grad"].item() > 0 and out["conn"].item() > 0
+    masked = MattingMetrics()
+    masked.update(pred, gt, torch.ones(1, 4, 4, dtype=torch.bool).triu())  # (1, 3) in, (0, 0) in
+    assert masked.compute()["sad"].item() == pytest.approx(1.5 / 1000)
+
+    batch_gt = torch.rand(2, 1, 12, 12, generator=_gen(1))
+    batch_pred = (batch_gt + 0.2 * torch.randn(batch_gt.shape, generator=_gen(2))).clamp(0, 1)
+    _split_equal(MattingMetrics, batch_pred, batch_gt)
+
+
+def test_connectivity_hand_value():
+    # gt and pred agree except a pixel at 0.5 in pred that is disconnected from the GT blob
+    gt = np.zeros((3, 5))
+    gt[:, :2] = 1.0
+    pred = gt.copy()
+    pred[1, 4] = 0.5
+    # that pixel leaves the largest component at t = 0.1 (it is not in gt >= t): l = 0,
+    # phi_pred = 1 - 0.5 = 0.5, phi_gt = 1 - 0 = 1 -> 0.5 / 1000
+    assert connectivity_error(pred, gt, np.ones_like(gt, dtype=bool)) == pytest.approx(0.5 / 1000)

@@ -1,0 +1,53 @@
+"""The non-finite guard's decisions that a one-process CPU run cannot reach: an fp16 GradScaler's
+overflows, and naming the samples of the rank whose loss was non-finite."""
+
+from __future__ import annotations
+
+import socket
+from types import SimpleNamespace
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from sapiens2_ft.training.callbacks.non_finite import NonFiniteConfig, NonFiniteGuard, _culprit_ids
+
+
+def _one_step(scaler) -> NonFiniteGuard:
+    """A step with a finite loss and an inf gradient through the guard; returns the guard."""
+    weight = torch.nn.Parameter(torch.ones(2))
+    weight.grad = torch.tensor([1.0, float("inf")])
+    optimizer = torch.optim.AdamW([weight])
+    trainer = SimpleNamespace(precision_plugin=SimpleNamespace(scaler=scaler), world_size=1, global_step=7,
+                              strategy=SimpleNamespace(reduce_boolean_decision=lambda bad, all: bad))
+    module = SimpleNamespace(log=lambda *args, **kwargs: None)
+    guard = NonFiniteGuard(NonFiniteConfig())
+    guard.on_train_batch_start(trainer, module, {"name": ["a.jpg", "b.jpg"]}, 0)
+    guard.on_before_backward(trainer, module, torch.tensor(0.5))
+    guard.on_before_optimizer_step(trainer, module, optimizer)
+    return guard
+
+
+def test_gradient_overflow_is_left_to_an_fp16_grad_scaler():
+    assert _one_step(scaler=None).skipped == 1  # bf16 / fp32: an inf gradient skips the step
+    assert _one_step(scaler=torch.amp.GradScaler("cpu")).skipped == 0  # the scaler skips and rescales itself
+
+
+def _gather(rank: int, port: int, results) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        trainer = SimpleNamespace(world_size=2)
+        results[rank] = (_culprit_ids(trainer, rank == 0, [f"rank{rank}.jpg"]),  # rank 1's loss was NaN
+                         _culprit_ids(trainer, True, [f"rank{rank}.jpg"]))  # only the (shared) gradients
+    finally:
+        dist.destroy_process_group()
+
+
+def test_reported_samples_come_from_the_rank_with_the_non_finite_loss():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    results = mp.Manager().dict()
+    mp.spawn(_gather, args=(port, results), nprocs=2)
+    for rank in (0, 1):
+        assert results[rank] == (["rank1.jpg"], ["rank0.jpg", "rank1.jpg"])
