@@ -138,12 +138,30 @@ def unwarp(maps: torch.Tensor, matrix: np.ndarray, input_size, image_size, mode:
     return F.grid_sample(maps.float(), grid, mode=mode, padding_mode="border", align_corners=False)
 
 
-@torch.no_grad()
-def predict_dense(module, images: dict[str, Path], out: Path, batch_size: int) -> int:
-    """Writes the maps of every readable image; returns the number of unreadable images skipped."""
-    # The validation resize of the task's training pipeline: stretched for seg, letterboxed otherwise.
+def dense_maps(module, originals: list[np.ndarray]) -> list[dict[str, torch.Tensor]]:
+    """``module``'s outputs for whole images, each mapped back to its image's pixels (the validation resize of
+    the task's training pipeline: stretched for seg, letterboxed otherwise)."""
     transform = DenseTransform(module.hparams.input_size, fit=validation_fit(None, module.task))
     size = tuple(module.hparams.input_size)
+    matrices = [transform.matrix(im.shape[:2], None) for im in originals]
+    crops = np.stack([affine.warp_image(im, m, size) for im, m in zip(originals, matrices)])
+    outputs = module.infer(normalize_images(torch.from_numpy(crops).permute(0, 3, 1, 2).to(module.device)))
+    return [{name: value[i:i + 1] if value.ndim < 4 else unwarp(value[i:i + 1], matrix, size, image.shape[:2])
+             for name, value in outputs.items()} for i, (image, matrix) in enumerate(zip(originals, matrices))]
+
+
+def figure_mask(mask_task: str, outputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """(1, 1, H, W) bool: the people in an image, from a seg model (any class but 0) or a matting model
+    (alpha >= 0.5)."""
+    if mask_task == "seg":
+        return (outputs["logits"].argmax(1, keepdim=True) > 0).cpu()
+    return (outputs["alpha"] >= 0.5).cpu()
+
+
+@torch.no_grad()
+def predict_dense(module, images: dict[str, Path], out: Path, batch_size: int, mask_module=None) -> int:
+    """Writes the maps of every readable image; returns the number of unreadable images skipped. With
+    ``mask_module`` (a seg or matting module), pictures of normals and depth show the people only."""
     items, skipped = list(images.items()), 0
     for start in tqdm(range(0, len(items), batch_size), desc="predict", unit="batch"):
         read = [(key, read_or_warn(path)) for key, path in items[start:start + batch_size]]
@@ -151,14 +169,12 @@ def predict_dense(module, images: dict[str, Path], out: Path, batch_size: int) -
         skipped += len(read) - len(keys)
         if not keys:
             continue
-        matrices = [transform.matrix(im.shape[:2], None) for im in originals]
-        crops = np.stack([affine.warp_image(im, m, size) for im, m in zip(originals, matrices)])
-        pixels = torch.from_numpy(crops).permute(0, 3, 1, 2).to(module.device)
-        outputs = module.infer(normalize_images(pixels))
-        for i, (key, image, matrix) in enumerate(zip(keys, originals, matrices)):
-            sample = {name: value[i:i + 1] if value.ndim < 4 else unwarp(value[i:i + 1], matrix, size, image.shape[:2])
-                      for name, value in outputs.items()}
+        samples = dense_maps(module, originals)
+        masks = [figure_mask(mask_module.task, o) for o in dense_maps(mask_module, originals)] if mask_module else None
+        for i, (key, image, sample) in enumerate(zip(keys, originals, samples)):
             batch = {"image": torch.from_numpy(image).permute(2, 0, 1)[None]}
+            if masks is not None:
+                batch["mask"] = masks[i]
             write_arrays(out, output_name(key), module.prediction_files(sample, batch, 0))
     return skipped
 
@@ -273,6 +289,9 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--out", required=True, help="output folder (created)")
     parser.add_argument("--boxes", default=None, help="pose: person boxes (COCO json or list of detections)")
     parser.add_argument("--keypoints", default=None, help="pose: keypoint set when the model dir has none")
+    parser.add_argument("--mask_model", default=None,
+                        help="normal / pointmap: a seg or matting model (same forms as --model) whose people mask the "
+                             "normal and depth pictures (the .npy files keep every pixel)")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
@@ -285,7 +304,12 @@ def main(argv: list[str] | None = None) -> Path:
         done = (f"{count} people in {len(images) - skipped} images -> {out / 'keypoints.json'}, "
                 f"overlays in {out / 'overlays'}")
     else:
-        skipped = predict_dense(module, images, out, args.batch_size)
+        mask_module = None
+        if args.mask_model:
+            mask_module, mask_task = load_module(args.mask_model, out / "mask_model", device=args.device)
+            if mask_task not in ("seg", "matting"):
+                raise SystemExit(f"--mask_model: {args.mask_model} is a {mask_task} model; give a seg or matting one")
+        skipped = predict_dense(module, images, out, args.batch_size, mask_module)
         done = f"{task} maps of {len(images) - skipped} images -> {out}"
     print(f"{done}; {skipped} unreadable images skipped")
     if skipped == len(images):

@@ -19,7 +19,7 @@ def palette(num_classes: int) -> np.ndarray:
     return colors
 
 
-def label_overlay(image: np.ndarray, labels: np.ndarray, num_classes: int, opacity: float = 0.6,
+def label_overlay(image: np.ndarray, labels: np.ndarray, num_classes: int, opacity: float = 0.7,
                   ignore_index: int = 255) -> np.ndarray:
     """Class colours over the image; background (0) and ignored pixels show the image."""
     colors = palette(num_classes)[np.clip(labels, 0, num_classes - 1)]
@@ -84,18 +84,57 @@ def draw_keypoints(image: np.ndarray, keypoints: np.ndarray, shown: np.ndarray,
     return out
 
 
-def side_by_side(images: Sequence[np.ndarray], titles: Sequence[str] = ()) -> np.ndarray:
-    """Equal-height RGB images in a row, each captioned with its title."""
+CAPTION_HEIGHT = 20
+MIN_PANEL_HEIGHT = 384  # smaller pictures (CPU demos at 256x192) are enlarged to be readable
+
+
+def _text(canvas: np.ndarray, text: str, origin: tuple[int, int], scale: float = 0.45) -> None:
+    cv2.putText(canvas, text, origin, cv2.FONT_HERSHEY_SIMPLEX, scale, (235, 235, 235), 1, cv2.LINE_AA)
+
+
+def enlarge(image: np.ndarray, height: int) -> np.ndarray:
+    """Nearest-neighbour enlargement by a whole factor so that the picture is at least ``height`` tall."""
+    factor = max(1, -(-height // image.shape[0]))
+    return image if factor == 1 else cv2.resize(image, None, fx=factor, fy=factor, interpolation=cv2.INTER_NEAREST)
+
+
+def side_by_side(images: Sequence[np.ndarray], titles: Sequence[str] = (),
+                 min_height: int = MIN_PANEL_HEIGHT) -> np.ndarray:
+    """Equal-height RGB images in a row, each under a caption strip with its title (never drawn over the
+    picture); small pictures are enlarged by a whole factor to at least ``min_height`` pixels."""
+    images = [im if im.ndim == 3 else gray(im / 255.0) for im in images]
+    height = max(im.shape[0] for im in images)
+    images = [enlarge(im, min_height) if height < min_height else im for im in images]
     height = max(im.shape[0] for im in images)
     tiles = []
     for i, im in enumerate(images):
-        tile = np.zeros((height, im.shape[1], 3), np.uint8)
-        tile[: im.shape[0]] = im if im.ndim == 3 else gray(im / 255.0)
+        tile = np.full((height + CAPTION_HEIGHT, im.shape[1], 3), 32, np.uint8)
+        tile[CAPTION_HEIGHT:CAPTION_HEIGHT + im.shape[0]] = im
         if i < len(titles):
-            cv2.putText(tile, titles[i], (4, 14), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 3, cv2.LINE_AA)
-            cv2.putText(tile, titles[i], (4, 14), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (255, 255, 255), 1, cv2.LINE_AA)
+            _text(tile, titles[i], (4, 14))
         tiles.append(tile)
     return np.concatenate(tiles, axis=1)
+
+
+def class_legend(class_names: Sequence[str], class_ids: Sequence[int], width: int, row_height: int = 18) -> np.ndarray:
+    """Colour swatches and names of ``class_ids`` (palette of ``label_overlay``), in as many columns as fit
+    ``width`` pixels; returns an RGB strip of that width."""
+    colors = palette(len(class_names))
+    column = 150
+    columns = max(1, width // column)
+    rows = max(1, -(-len(class_ids) // columns))
+    strip = np.full((rows * row_height + 4, width, 3), 32, np.uint8)
+    for n, c in enumerate(class_ids):
+        x, y = (n % columns) * column + 4, (n // columns) * row_height + 4
+        strip[y:y + row_height - 4, x:x + 14] = colors[c] if c > 0 else (0, 0, 0)
+        cv2.rectangle(strip, (x, y), (x + 13, y + row_height - 5), (200, 200, 200), 1)
+        _text(strip, str(class_names[c])[:18], (x + 19, y + row_height - 6), 0.4)
+    return strip
+
+
+def with_legend(panel: np.ndarray, class_names: Sequence[str], class_ids: Sequence[int]) -> np.ndarray:
+    """``panel`` with the legend of ``class_ids`` below it."""
+    return np.concatenate([panel, class_legend(class_names, class_ids, panel.shape[1])], axis=0)
 
 
 def image_rgb(batch: dict, i: int) -> np.ndarray:

@@ -21,6 +21,7 @@ from datamodules.keypoints.metainfo import load_metainfo, parse_metainfo
 from datamodules.transforms import affine
 from sapiens2_ft import predict
 from sapiens2_ft.models.checkpoints import CheckpointError, load_model
+from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pose.module import PoseModule
 from sapiens2_ft.tasks.registry import model_class
 from sapiens2_ft.tasks.seg.module import SegmentationModule
@@ -267,3 +268,20 @@ def test_model_directory_with_a_missing_tensor_is_refused(seg_checkpoint, tmp_pa
                    SegmentationModule(init_from=str(out), input_size=(128, 96))):
         with pytest.raises(WeightsMismatchError, match=r"missing \(1\): "):
             module.configure_model()
+
+
+def test_predict_normals_masked_by_a_seg_model(seg_checkpoint, dense_root, tmp_path):
+    """--mask_model: the normal picture is black exactly where the seg model sees no person; the .npy keeps
+    every pixel."""
+    normal = NormalModule(size="tiny", input_size=(128, 96))
+    normal.configure_model()
+    normal.model.save_pretrained(tmp_path / "normal")
+    image = next((dense_root / "val" / "images").iterdir())
+    seg_out = predict.main(["--model", str(seg_checkpoint), "--input", str(image), "--out", str(tmp_path / "seg")])
+    out = predict.main(["--model", str(tmp_path / "normal"), "--input", str(image), "--out", str(tmp_path / "out"),
+                        "--mask_model", str(seg_checkpoint)])
+    people = cv2.imread(str(seg_out / f"{image.stem}.png"), cv2.IMREAD_UNCHANGED) > 0
+    picture = cv2.imread(str(out / f"{image.stem}_normal.png"))
+    assert (picture[~people] == 0).all()
+    assert (picture[people].max(axis=1) > 0).all()  # a unit normal never maps to black
+    assert np.isfinite(np.load(out / f"{image.stem}.npy").astype(np.float32)).all()

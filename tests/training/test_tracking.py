@@ -8,7 +8,7 @@ import pytest
 from conftest import pose_run_args
 from wandb_records import logged_keys
 
-from sapiens2_ft.tasks.visualize import depth_turbo, label_overlay, matte_composite, normal_rgb
+from sapiens2_ft.tasks.visualize import CAPTION_HEIGHT, depth_turbo, label_overlay, matte_composite, normal_rgb
 from sapiens2_ft.training.results_page import read_metrics, write_results_png
 from sapiens2_ft.training.tracking import wandb_mode
 
@@ -51,7 +51,9 @@ def test_run_directory_has_results_page_and_overlays(pose_run):
     page = cv2.imread(str(run_dir / "results.png"))
     assert page is not None and page.shape[0] > 200 and page.shape[1] > 400
     overlay = cv2.imread(str(run_dir / "overlays" / "pose_0.png"))
-    assert overlay.shape == (256, 2 * 192, 3)  # ground truth | prediction, side by side
+    # ground truth | prediction side by side, 256x192 crops enlarged x2 under a caption strip
+    assert overlay.shape == (CAPTION_HEIGHT + 2 * 256, 2 * 2 * 192, 3)
+    assert (overlay[:CAPTION_HEIGHT, :, 0] > 200).any()  # the captions are in the strip, not on the picture
 
 
 def test_results_page_keeps_the_latest_value_of_a_step_logged_twice(tmp_path):

@@ -51,9 +51,13 @@ class NormalModule(TaskModule):
 
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
         unit = F.normalize(outputs["normals"][i].float(), dim=0)
-        return {".npy": unit.permute(1, 2, 0).cpu().numpy().astype("float16"), "_normal.png": to_png(unit, -1.0, 1.0)}
+        picture = to_png(unit, -1.0, 1.0)
+        if "mask" in batch:  # the figure only (ground truth in validation, --mask_model in predict)
+            picture[~batch["mask"][i].reshape(picture.shape[:2]).cpu().numpy().astype(bool)] = 0
+        return {".npy": unit.permute(1, 2, 0).cpu().numpy().astype("float16"), "_normal.png": picture}
 
     def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
-        truth = normal_rgb(batch["normals"][i].permute(1, 2, 0).numpy(), batch["mask"][i].squeeze(0).numpy())
-        predicted = normal_rgb(F.normalize(outputs["normals"][i].float(), dim=0).permute(1, 2, 0).numpy())
+        mask = batch["mask"][i].squeeze(0).numpy()  # the figure: background pixels have no normal to show
+        truth = normal_rgb(batch["normals"][i].permute(1, 2, 0).numpy(), mask)
+        predicted = normal_rgb(F.normalize(outputs["normals"][i].float(), dim=0).permute(1, 2, 0).numpy(), mask)
         return "normals", side_by_side([image_rgb(batch, i), truth, predicted], ["image", "ground truth", "prediction"])

@@ -94,7 +94,8 @@ class PointmapModule(TaskModule):
 
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
         xyz = self._metric(outputs, batch)[i].permute(1, 2, 0).cpu().numpy()
-        mask = batch["mask"][i, 0].cpu().numpy().astype(bool) if "mask" in batch else None
+        # the figure only (ground truth in validation, --mask_model in predict)
+        mask = batch["mask"][i].reshape(xyz.shape[:2]).cpu().numpy().astype(bool) if "mask" in batch else None
         return {".npy": xyz.astype(np.float32), "_depth.png": depth_png(xyz[..., 2], mask)}
 
     def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:

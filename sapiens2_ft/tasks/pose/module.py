@@ -26,7 +26,7 @@ from sapiens2_ft.tasks.pose.codec import (
 )
 from sapiens2_ft.tasks.pose.loss import heatmap_cross_entropy, weighted_heatmap_mse
 from sapiens2_ft.tasks.pose.metric import CocoKeypointAP
-from sapiens2_ft.tasks.visualize import draw_keypoints, image_rgb, side_by_side
+from sapiens2_ft.tasks.visualize import MIN_PANEL_HEIGHT, draw_keypoints, enlarge, image_rgb, side_by_side
 
 PANEL_SCORE_THRESHOLD = 0.3  # predicted keypoints drawn in the dashboard panels
 LOSSES = {"mse": weighted_heatmap_mse, "heatmap_ce": heatmap_cross_entropy}
@@ -106,9 +106,15 @@ class PoseModule(TaskModule):
     def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
         """``pose``: ground-truth and predicted skeletons on the crop."""
         crop, skeleton = image_rgb(batch, i), self.metainfo.skeleton
-        truth = draw_keypoints(crop, batch["keypoints"][i].numpy(), batch["keypoint_weights"][i].numpy() > 0, skeleton)
+        big = enlarge(crop, MIN_PANEL_HEIGHT)  # drawn after enlarging: thin lines on small CPU crops
+        f = big.shape[0] / crop.shape[0]
+
+        def at_scale(points):  # pixel centres of the crop -> of the enlarged crop
+            return (points.float().numpy() + 0.5) * f - 0.5
+
+        truth = draw_keypoints(big, at_scale(batch["keypoints"][i]), batch["keypoint_weights"][i].numpy() > 0, skeleton)
         shown = outputs["scores"][i].float().numpy() > PANEL_SCORE_THRESHOLD
-        predicted = draw_keypoints(crop, outputs["coords"][i].float().numpy(), shown, skeleton, (255, 128, 0))
+        predicted = draw_keypoints(big, at_scale(outputs["coords"][i]), shown, skeleton, (255, 128, 0))
         return "pose", side_by_side([truth, predicted], ["ground truth", "prediction"])
 
     def write_validation_outputs(self, run_dir: Path) -> None:

@@ -18,7 +18,7 @@ from sapiens2_ft.tasks.base import TaskModule
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.seg.loss import default_class_weights, segmentation_loss
 from sapiens2_ft.tasks.seg.metric import SegmentationMetrics
-from sapiens2_ft.tasks.visualize import image_rgb, label_overlay, side_by_side
+from sapiens2_ft.tasks.visualize import image_rgb, label_overlay, side_by_side, with_legend
 
 
 class SegmentationModule(TaskModule):
@@ -78,6 +78,9 @@ class SegmentationModule(TaskModule):
 
     def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
         image, classes = image_rgb(batch, i), len(self.class_names)
-        truth = label_overlay(image, batch["labels"][i].numpy(), classes, ignore_index=self.hparams.ignore_index)
-        predicted = label_overlay(image, outputs["logits"][i].argmax(0).numpy(), classes)
-        return "segmentation", side_by_side([truth, predicted], ["ground truth", "prediction"])
+        labels, predicted_labels = batch["labels"][i].numpy(), outputs["logits"][i].argmax(0).numpy()
+        truth = label_overlay(image, labels, classes, ignore_index=self.hparams.ignore_index)
+        predicted = label_overlay(image, predicted_labels, classes)
+        panel = side_by_side([image, truth, predicted], ["image", "ground truth", "prediction"])
+        shown = np.union1d(np.unique(labels[labels < classes]), np.unique(predicted_labels))
+        return "segmentation", with_legend(panel, self.class_names, [int(c) for c in shown if c > 0])
