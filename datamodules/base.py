@@ -10,7 +10,7 @@ import lightning as L
 from torch.utils.data import DataLoader, Dataset
 
 from datamodules.hparams import as_dataclass, plain_hparams
-from datamodules.loaders import make_loader
+from datamodules.loaders import TrainPosition, make_loader
 from datamodules.synthetic_data import SyntheticData, render_if_missing
 
 
@@ -49,12 +49,21 @@ class SampleDataModule(L.LightningDataModule):
         self.root = Path(root)
         self.synthetic = as_dataclass(SyntheticData, synthetic)
         self.skipped: dict[str, dict[str, int]] = {}  # split -> reason -> samples left out when listing
+        self._train_start: TrainPosition | None = None
 
     def prepare_data(self) -> None:
         render_if_missing(self.root, self.synthetic)
+
+    def start_training_at(self, position: TrainPosition) -> None:
+        """The next training loader built starts at ``position`` (a resumed run); later ones at their epoch's start."""
+        self._train_start = position
 
     def loader(self, dataset: Dataset, train: bool) -> DataLoader:
         """The training (shuffled, ``batch_size``) or validation (``val_batch_size``) loader of ``dataset``."""
         hp = self.hparams
         batch_size = hp.batch_size if train else hp.val_batch_size or hp.batch_size
-        return make_loader(dataset, batch_size, train, hp.num_workers, hp.pin_memory, hp.persistent_workers)
+        start = None
+        if train:
+            start, self._train_start = self._train_start, None
+        return make_loader(dataset, batch_size, train, hp.num_workers, hp.pin_memory, hp.persistent_workers,
+                           start=start)

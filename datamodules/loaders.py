@@ -5,8 +5,9 @@ with a per-sample seed, so a sample's augmentation depends on (seed, epoch, inde
 worker or process draws it. With several processes each takes every ``world_size``-th index of that
 order (the trainer runs with ``use_distributed_sampler=False``). Validation is split the same way without
 shuffling (``ValShardSampler``); the repeats that even out the processes' batch counts are marked so
-metrics leave them out. A run resumed from a checkpoint in the middle of an epoch skips the batches
-already trained (``skip``) and sees exactly the batches an uninterrupted run would.
+metrics leave them out. A run resumed from a checkpoint builds its training loader at the saved
+:class:`TrainPosition` (its epoch, after the batches already trained in it) and sees exactly the batches
+an uninterrupted run would, with or without loader workers.
 """
 
 from __future__ import annotations
@@ -55,6 +56,19 @@ class EpochSeededSampler(Sampler):
         skip, self._skip = self._skip, 0
         for index in mine[skip:]:
             yield index, epoch_seed
+
+
+@dataclass(frozen=True)
+class TrainPosition:
+    """Where training stands in its data: ``batches`` batches of epoch ``epoch`` are trained (an epoch's
+    end is the next epoch at 0). The same on every process, whose loader skips its own share of them."""
+
+    epoch: int = 0
+    batches: int = 0
+
+    def __post_init__(self):
+        if self.epoch < 0 or self.batches < 0:
+            raise ValueError(f"TrainPosition: epoch and batches must be >= 0, got {self.epoch}, {self.batches}")
 
 
 @dataclass(frozen=True)
@@ -158,13 +172,18 @@ def _process() -> tuple[int, int]:
 
 
 def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: int, pin_memory: bool,
-                persistent_workers: bool, seed: int | None = None) -> DataLoader:
+                persistent_workers: bool, seed: int | None = None, start: TrainPosition | None = None) -> DataLoader:
     """Training loaders shuffle (``EpochSeededSampler``) and drop the last partial batch; validation loaders
     are split over processes (``ValShardSampler``, no shuffle); pinning only where a GPU is present.
-    ``seed`` defaults to torch's initial seed (set by ``seed_everything``)."""
+    ``seed`` defaults to torch's initial seed (set by ``seed_everything``). A training loader's first pass
+    begins at ``start`` (a resumed run), set here because a loader with workers draws its first indices as
+    soon as it is iterated."""
     rank, world = _process()
     if shuffle:
         sampler = EpochSeededSampler(len(dataset), torch.initial_seed() if seed is None else seed, rank, world)
+        if start is not None:
+            sampler.set_epoch(start.epoch)
+            sampler.skip(start.batches * batch_size)
     else:
         sampler = ValShardSampler(len(dataset), rank, world) if world > 1 else None
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=shuffle,

@@ -63,6 +63,17 @@ def validation_runs_now(trainer: L.Trainer) -> bool:
     return bool(trainer.enable_validation and loop.epoch_loop._should_check_val_fx(loop._data_fetcher))
 
 
+def rebuild_train_loader(trainer: L.Trainer) -> None:
+    """Drop the fit loop's train loader and its iterator, so that fitting requests and iterates a new one.
+    Relies on ``_FitLoop.setup_data()`` building the loader only while ``_FitLoop._combined_loader`` is None,
+    and on ``_FitLoop._data_fetcher.teardown()`` stopping the old loader's workers."""
+    loop = trainer.fit_loop
+    if loop._data_fetcher is not None:
+        loop._data_fetcher.teardown()
+        loop._data_fetcher = None
+    loop._combined_loader = None
+
+
 def set_data_parallel_size(strategy: ModelParallelStrategy, size: int) -> None:
     """Make every one of ``size`` processes one data-parallel (FSDP) rank, before the device mesh is built.
     Relies on ``ModelParallelStrategy._data_parallel_size``, read by its ``setup_environment``."""

@@ -1,12 +1,15 @@
-"""Test callbacks that inject faults into a training run: a crash, a NaN, a SIGKILL (also mid-checkpoint)."""
+"""Test callbacks that inject faults into a training run: a crash, a NaN, a SIGKILL (also mid-checkpoint); one that
+records what each training step trained on; a strategy that restores checkpoints late, as FSDP2 does."""
 
 from __future__ import annotations
 
 import io as io_module
+import json
 import os
 import signal
 
 import lightning as L
+from lightning.pytorch.strategies import SingleDeviceStrategy
 
 
 class TrainingCrash(RuntimeError):
@@ -77,3 +80,28 @@ class KillDuringCheckpointWrite(L.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
         io._write = write_or_die
+
+
+class RecordBatches(L.Callback):
+    """Appends one JSON line per training batch to ``path``: the optimiser step after it, the epoch, the batch's
+    sample indices (``batch["index"]``) and its loss. Lines written before a crash stay."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"step": trainer.global_step, "epoch": trainer.current_epoch,
+                                "ids": batch["index"].tolist(), "loss": float(outputs["loss"])}) + "\n")
+
+
+class RestoreAfterSetup(SingleDeviceStrategy):
+    """One CPU process whose checkpoint is restored after the strategy's setup, as under FSDP2: with an epoch-based
+    schedule the optimiser's step count builds (and iterates) the train loader before the restore."""
+
+    def __init__(self):
+        super().__init__(device="cpu")
+
+    @property
+    def restore_checkpoint_after_setup(self) -> bool:
+        return True

@@ -74,6 +74,39 @@ def test_validation_runs_now(tmp_path):
     assert record.seen == [False, False, True, False, False, True]
 
 
+class _EarlyLoader(BoringModel):
+    """Asks for the run's step count in configure_optimizers, which builds and iterates the train loader there."""
+
+    def __init__(self):
+        super().__init__()
+        self.loaders_built = 0
+
+    def train_dataloader(self):
+        self.loaders_built += 1
+        return super().train_dataloader()
+
+    def configure_optimizers(self):
+        assert self.trainer.estimated_stepping_batches == 64
+        return super().configure_optimizers()
+
+
+class _Rebuild(L.Callback):
+    def on_fit_start(self, trainer, pl_module):
+        assert pl_module.loaders_built == 1 and trainer.train_dataloader is not None
+        loader = trainer.train_dataloader
+        compat.rebuild_train_loader(trainer)
+        assert trainer.train_dataloader is None and getattr(loader, "_iterator", None) is None
+
+
+def test_rebuild_train_loader(tmp_path):
+    module = _EarlyLoader()
+    trainer = L.Trainer(accelerator="cpu", max_epochs=1, limit_val_batches=0, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, callbacks=[_Rebuild()],
+                        default_root_dir=tmp_path)
+    trainer.fit(module)
+    assert module.loaders_built == 2 and trainer.global_step == 64  # requested again, and a whole epoch trained
+
+
 def test_set_data_parallel_size():
     strategy = FSDP2Strategy()
     compat.set_data_parallel_size(strategy, 8)

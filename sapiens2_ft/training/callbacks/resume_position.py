@@ -1,31 +1,54 @@
-"""After a resume from a checkpoint in the middle of an epoch, training continues at the next batch."""
+"""A resumed run continues its data where the checkpoint left it: the same epoch's order, at the next batch."""
 
 from __future__ import annotations
 
-import lightning as L
+from dataclasses import asdict
 
-from datamodules.loaders import EpochSeededSampler
+import lightning as L
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities import rank_zero_warn
+
+from datamodules.base import SampleDataModule
+from datamodules.loaders import TrainPosition
+from sapiens2_ft.compat import rebuild_train_loader
+
+POSITION_KEY = "train_data_position"  # checkpoint entry: {"epoch": ..., "batches": ...}
+
+
+def trained_position(trainer: L.Trainer) -> TrainPosition:
+    """The epoch in training and the batches of it already trained; at an epoch's end, the next epoch at 0.
+    ``processed``, not ``completed``: a checkpoint written in ``on_train_batch_end`` (StepCheckpoint) has not
+    yet counted its batch as completed."""
+    done = trainer.fit_loop.epoch_loop.batch_progress.current.processed
+    if done >= trainer.num_training_batches:
+        return TrainPosition(trainer.current_epoch + 1, 0)
+    return TrainPosition(trainer.current_epoch, done)
 
 
 class ResumeDataPosition(L.Callback):
-    """Tells the training sampler how many samples of the restored epoch were already trained.
+    """Saves the training position (:func:`trained_position`) in every checkpoint and hands it to the data module
+    on resume, so that its train loader is built there.
 
-    Lightning restores the step, the loop position and the optimiser, but replays a plain loader's epoch
-    from its start. With ``EpochSeededSampler`` (the epoch's order depends on the seed and the epoch only,
-    and each process takes its own share of it) the resumed run sees exactly the batches an uninterrupted
-    run would.
+    Lightning restores the step, the loop position and the optimiser, but replays a plain loader's epoch from its
+    start. ``EpochSeededSampler`` draws an epoch's order from the seed and the epoch alone, and each process takes
+    its own share of it, so a loader that starts at the saved position yields exactly the batches an uninterrupted
+    run would. The position must be in place before the loader is first iterated: a loader with workers draws its
+    first indices then, and Lightning iterates it before ``on_train_start`` and before it sets the epoch. The
+    checkpoint is restored before the loader is built, except under strategies that restore after their setup
+    (FSDP2) when the optimiser's schedule asked for the loader's length: that early loader is built again.
     """
 
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # After restoring and before the restored epoch's loader is iterated (a resumed epoch does not
-        # call on_train_epoch_start again).
-        loop = trainer.fit_loop
-        if not loop.restarting:
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        checkpoint[POSITION_KEY] = asdict(trained_position(trainer))
+
+    def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
+        datamodule = trainer.datamodule
+        if trainer.state.fn != TrainerFn.FITTING or not isinstance(datamodule, SampleDataModule):
             return
-        loader = trainer.train_dataloader
-        sampler = getattr(loader, "sampler", None)
-        # `processed`, not `completed`: a checkpoint written in on_train_batch_end (StepCheckpoint) has not yet
-        # counted its last batch as completed; Lightning makes up for that only later, in the epoch loop's reset.
-        done = loop.epoch_loop.batch_progress.current.processed
-        if isinstance(sampler, EpochSeededSampler) and 0 < done < trainer.num_training_batches:
-            sampler.skip(done * loader.batch_size)
+        if POSITION_KEY not in checkpoint:
+            rank_zero_warn(f"the checkpoint has no '{POSITION_KEY}' (written by an older version): the restored "
+                           "epoch's data starts again from its beginning")
+            return
+        datamodule.start_training_at(TrainPosition(**checkpoint[POSITION_KEY]))
+        if trainer.train_dataloader is not None:  # built before the restore
+            rebuild_train_loader(trainer)
