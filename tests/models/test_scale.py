@@ -52,6 +52,7 @@ def single(runs) -> dict:
     return _fit(runs, "single", "--devices", "1", "--steps", "3")
 
 
+@pytest.mark.distributed
 def test_fsdp2_two_ranks_shard_match_single_process_and_resume(runs, single):
     first = _fit(runs, "fsdp2", "--devices", "2", "--strategy", "fsdp2", "--steps", "3", "--stop_after", "2")
     total = single["ranks"][0]["total"]
@@ -68,6 +69,7 @@ def test_fsdp2_two_ranks_shard_match_single_process_and_resume(runs, single):
     assert resumed["losses"][0] == pytest.approx(single["losses"][2], abs=TOLERANCE)
 
 
+@pytest.mark.distributed
 def test_ddp_two_ranks_match_single_process(runs, single):
     ddp = _fit(runs, "ddp", "--devices", "2", "--strategy", "ddp", "--steps", "3")
     assert all(r["held"] == r["total"] for r in ddp["ranks"])  # full replicas
@@ -149,6 +151,7 @@ def test_memory_estimate_matches_measured_activations_on_cpu():
     assert est.params == est.grads == 4 * est.num_params and est.optimizer == 8 * est.num_params
 
 
+@pytest.mark.distributed
 def test_train_py_with_the_fsdp2_config_piece(dense_root, tmp_path):
     """The CLI path: a recipe plus ``strategy/fsdp2.yaml`` on 2 CPU processes (Lightning launches rank 1)."""
     run_dir = tmp_path / "run"

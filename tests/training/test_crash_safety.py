@@ -59,6 +59,7 @@ def assert_same_state(expected: dict, got: dict) -> None:
     # a checkpoint between validations (written at the end of a training batch, not of a validation)
     ("KillAtStep", 4, 3, ["--checkpoint_every_n_steps", "1"]),
 ])
+@pytest.mark.slow
 def test_sigkill_then_resume_matches_uninterrupted(uninterrupted, tiny_coco, tiny_pose308_dir, tmp_path, fault, step,
                                                    last_good, extra):
     run_dir = tmp_path / "run"

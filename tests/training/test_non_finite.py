@@ -43,6 +43,7 @@ def _gather(rank: int, port: int, results) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.distributed
 def test_reported_samples_come_from_the_rank_with_the_non_finite_loss():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

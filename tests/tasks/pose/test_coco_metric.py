@@ -301,6 +301,7 @@ def _ddp_worker(rank: int, world_size: int, port: int, ann_file: str, preds: dic
         dist.destroy_process_group()
 
 
+@pytest.mark.distributed
 def test_distributed_gather_matches_single_process(coco_file, tmp_path):
     ann_file, gt = coco_file
     preds = _perturbed_predictions(gt["anns"])
