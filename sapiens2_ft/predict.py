@@ -9,9 +9,10 @@ to ``OUT/model`` first). The task comes from the model's config.
   test, DARK-UDP decode. Writes ``OUT/keypoints.json`` (COCO keypoint results), ``OUT/images.json``
   (the COCO images and person category they refer to, so ``COCO("images.json").loadRes("keypoints.json")``
   works) and ``OUT/overlays/NAME.jpg``.
-- dense tasks: the whole image letterboxed to the model's input size; the outputs are mapped back to
-  the image's pixels and written as in validation (``NAME.png`` class ids + ``NAME_overlay.png``;
-  ``NAME.npy`` + ``NAME_normal.png`` / ``NAME_depth.png``; ``NAME_alpha.png`` + ``NAME_composite.png``).
+- dense tasks: the whole image resized to the model's input size as in validation (stretched for seg,
+  letterboxed otherwise); the outputs are mapped back to the image's pixels and written as in validation
+  (``NAME.png`` class ids + ``NAME_overlay.png``; ``NAME.npy`` + ``NAME_normal.png`` / ``NAME_depth.png``;
+  ``NAME_alpha.png`` + ``NAME_composite.png``).
 
 Images are keyed by their path relative to ``--input``: ``NAME`` keeps the subfolders (``OUT/sub/NAME.png``)
 and so does ``file_name`` in ``images.json``. Unreadable images are skipped with a warning and counted.
