@@ -15,6 +15,7 @@ Extra arguments go to ``train.py`` (``--trainer.max_steps 2000``, ``--trainer.ma
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 from pathlib import Path
 
@@ -39,6 +40,18 @@ def save_backbone(checkpoint: Path, out: Path, summary: dict) -> None:
         "steps": int(data.get("global_step", 0)), **summary}, indent=2))
 
 
+def last_validation(run_dir: Path) -> dict | None:
+    """The last validation's ``val/*`` metrics in the run's ``metrics.csv`` (a run stopped before its summary)."""
+    path = run_dir / "metrics.csv"
+    if not path.exists():
+        return None
+    rows = [r for r in csv.DictReader(path.open()) if r.get("val/loss")]
+    if not rows:
+        return None
+    return {"step": int(rows[-1]["step"]), **{k.removeprefix("val/"): float(v) for k, v in rows[-1].items()
+                                              if k.startswith("val/") and v}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("assets/sapiens2-mini-synthetic"))
@@ -48,7 +61,8 @@ def main() -> None:
         summary_file = args.save_only / "summary.json"
         summary = json.loads(summary_file.read_text()) if summary_file.exists() else {}
         save_backbone(args.save_only / "checkpoints" / "last.ckpt", args.out,
-                      {"val_metrics": summary.get("metrics"), "fit_wall_time_s": summary.get("fit_wall_time_s")})
+                      {"val_metrics": summary.get("metrics") or last_validation(args.save_only),
+                       "fit_wall_time_s": summary.get("fit_wall_time_s")})
     else:
         from sapiens2_ft.training.cli import main as train
 

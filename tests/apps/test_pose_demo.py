@@ -1,31 +1,43 @@
-"""End to end: the pose demo recipe, as shipped, learns on freshly rendered synthetic figures."""
+"""End to end: the pose demo recipe, shortened to STEPS steps on NUM_IMAGES freshly rendered images, learns.
+
+``SAPIENS2_FT_DEMO_SEED`` (default 0) sets the training seed, to measure the spread the bounds below are
+calibrated on:  ``for s in 0 1 2; do SAPIENS2_FT_DEMO_SEED=$s pytest -s tests/apps/test_pose_demo.py; done``.
+"""
 
 from __future__ import annotations
 
 import csv
+import os
+
+import pytest
 
 from sapiens2_ft.training.cli import main
 
-# Calibrated on this 2-core CPU with the shipped config (250 steps from the tiny pretrain-only
-# backbone in assets/, seed 0, 300 synthetic images) measured in three runs: train loss 7.28-7.30 ->
-# 6.23 (first and last three logged values), val AP 0.0014-0.0029, AR50 0.099-0.109 (the spread
-# came from unseeded photometric augmentation, now seeded). A freshly initialised head scores AP 0
-# and AR50 0; the thresholds sit below the lowest measured values.
-MIN_AP = 0.0005
-MIN_AR50 = 0.04
+pytestmark = pytest.mark.slow
+
+SEED = int(os.environ.get("SAPIENS2_FT_DEMO_SEED", "0"))
+NUM_IMAGES, STEPS = 300, 100
+# Measured with these settings on 2 cores (mini backbone of assets/): seed 1 AP50 0.076, AR50 0.188, train loss
+# 7.08 -> 5.86 (x0.83); seed 2 AP50 0.059, AR50 0.168, 7.16 -> 5.78 (x0.81). A head that has not learned scores
+# AP50 0 and AR50 0 and keeps its loss; the AP50 and AR50 bounds sit below half the lowest measured values.
+MIN_AP50 = 0.025
+MIN_AR50 = 0.08
+MAX_LOSS_FRACTION = 0.9  # the last two logged train losses against the first two
 
 
 def test_pose_demo_lowers_loss_and_reaches_ap(tmp_path):
     run_dir = tmp_path / "run"
     summary = main([
-        "--config", "pose_demo.yaml", "--run_dir", str(run_dir),
-        "--data.root", str(tmp_path / "synthetic"), "--data.synthetic.num_images", "300",
+        "--config", "pose_demo.yaml", "--run_dir", str(run_dir), "--seed_everything", str(SEED),
+        "--data.root", str(tmp_path / "synthetic"), "--data.synthetic.num_images", str(NUM_IMAGES),
+        "--trainer.max_steps", str(STEPS), "--trainer.val_check_interval", str(STEPS),
         "--trainer.enable_progress_bar", "false",
     ])
     with open(run_dir / "metrics.csv") as f:
         losses = [float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")]
-    first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
-    print(f"train loss {first:.3f} -> {last:.3f}; val {summary['metrics']}")
-    assert last < 0.92 * first, f"train loss did not drop: {first:.3f} -> {last:.3f}"
-    assert summary["metrics"]["AP"] > MIN_AP, summary["metrics"]
-    assert summary["metrics"]["AR50"] > MIN_AR50, summary["metrics"]
+    first, last = sum(losses[:2]) / 2, sum(losses[-2:]) / 2
+    metrics = summary["metrics"]
+    print(f"seed {SEED}: train loss {first:.3f} -> {last:.3f}; val {metrics}")
+    assert last < MAX_LOSS_FRACTION * first, f"train loss did not drop: {first:.3f} -> {last:.3f}"
+    assert metrics["AP50"] > MIN_AP50, metrics
+    assert metrics["AR50"] > MIN_AR50, metrics
