@@ -130,7 +130,7 @@ class TaskModule(L.LightningModule):
         init_from: Weights of an earlier fine-tuning run of this task and label set (``.ckpt`` file,
             distributed checkpoint directory or exported directory), loaded whole; the optimiser and
             step start fresh (``--init_from``; to continue a run, use ``--resume``).
-        size: Backbone preset when ``pretrained`` is unset: tiny, 0.1b, 0.4b, 0.8b, 1b, 5b.
+        size: Backbone preset when ``pretrained`` is unset: tiny, mini (the demo backbone's), 0.1b, 0.4b, 0.8b, 1b, 5b.
         head: Head layout override (``Sapiens2HeadConfig`` kwargs); default: the released layout (pointmap: with
             the scale branch, whose MLP input is fixed by ``input_size``: a checkpoint trained at another size
             gets a new first MLP layer, reported when loading).
