@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 from types import SimpleNamespace
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
