@@ -25,11 +25,12 @@ SEED = int(os.environ.get("SAPIENS2_FT_DEMO_SEED", "0"))  # the training seed (t
 PANELS = {"seg": "segmentation", "normal": "normals", "pointmap": "depth", "matting": "matting"}
 NUM_IMAGES = 300
 MIN_LOSS_DROP = 0.85  # last logged train losses below this fraction of the first ones
-# Measured with the mini backbone of assets/ (seeds 1, 2): seg mIoU 0.061, 0.076 against 0.042 for background
-# everywhere (train loss x0.72, x0.66); normal 33.0, 34.7 deg against 38.8 for the mean normal (x0.49, x0.49);
-# matting SAD 5.52, 5.66 against 7.81 for alpha 0 (x0.69, x0.65); pointmap train loss x0.52. Pointmaps get
-# the loss check only: in these CPU minutes the model does not reach the per-pixel mean pointmap of the val
-# split (its predicted scale, hence metric Z, is far off; the full demo: L2 0.98 m against 0.79 m).
+# Measured with the mini backbone of assets/ (seeds 0, 1, 2): seg mIoU 0.068, 0.061, 0.076 against 0.042 for
+# background everywhere (train loss x0.67, x0.72, x0.66); normal 36.8, 33.0, 34.7 deg against 38.8 for the mean
+# normal (x0.65, x0.49, x0.49); matting SAD 5.61, 5.52, 5.66 against 7.81 for alpha 0 (x0.56, x0.69, x0.65);
+# pointmap train loss x0.50, x0.52, x0.45. Pointmaps get the loss check only: in these CPU minutes the model
+# does not reach the per-pixel mean pointmap of the val split (its predicted scale, hence metric Z, is far off;
+# the full demo: L2 0.98 m against 0.79 m).
 STEPS = {"seg": 100, "normal": 100, "matting": 100, "pointmap": 50}
 
 

@@ -17,11 +17,11 @@ pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("SAPIENS2_FT_DEMO_SEED", "0"))
 NUM_IMAGES, STEPS = 300, 100
-# Measured with these settings on 2 cores (mini backbone of assets/): seed 1 AP50 0.076, AR50 0.188, train loss
-# 7.08 -> 5.86 (x0.83); seed 2 AP50 0.059, AR50 0.168, 7.16 -> 5.78 (x0.81). A head that has not learned scores
-# AP50 0 and AR50 0 and keeps its loss; the AP50 and AR50 bounds sit below half the lowest measured values.
+# Measured with these settings on 2 cores (mini backbone of assets/), AP50 / AR50 / last over first train loss:
+# seed 0 0.065 / 0.139 / x0.77, seed 1 0.076 / 0.188 / x0.83, seed 2 0.059 / 0.168 / x0.81. A head that has not
+# learned scores AP50 0 and AR50 0 and keeps its loss; the AP50 and AR50 bounds sit below half the lowest values.
 MIN_AP50 = 0.025
-MIN_AR50 = 0.08
+MIN_AR50 = 0.06
 MAX_LOSS_FRACTION = 0.9  # the last two logged train losses against the first two
 
 
