@@ -141,3 +141,13 @@ def test_resume_when_the_checkpoint_is_restored_after_setup(tiny_coco, tiny_pose
     expected = uninterrupted_run(tmp_path / "uninterrupted", args)
     assert len(expected[0]) == 12
     assert_same_run(expected, stop_and_resume(tmp_path / "resumed", args, 6), 6)
+
+
+@pytest.mark.parametrize("entry", [{"epoch": 1}, {"epoch": -1, "batches": 0}, {"epoch": "x", "batches": 2}, None])
+def test_a_malformed_position_entry_is_named(entry):
+    from sapiens2_ft.models.checkpoints import CheckpointError
+    from sapiens2_ft.training.callbacks.resume_position import read_position
+
+    with pytest.raises(CheckpointError, match="train_data_position"):
+        read_position(entry)
+    assert read_position({"epoch": 2, "batches": 3}) == loaders.TrainPosition(2, 3)

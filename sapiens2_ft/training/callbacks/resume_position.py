@@ -11,6 +11,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from datamodules.base import SampleDataModule
 from datamodules.loaders import TrainPosition
 from sapiens2_ft.compat import rebuild_train_loader
+from sapiens2_ft.models.checkpoints import CheckpointError
 
 POSITION_KEY = "train_data_position"  # checkpoint entry: {"epoch": ..., "batches": ...}
 
@@ -23,6 +24,15 @@ def trained_position(trainer: L.Trainer) -> TrainPosition:
     if done >= trainer.num_training_batches:
         return TrainPosition(trainer.current_epoch + 1, 0)
     return TrainPosition(trainer.current_epoch, done)
+
+
+def read_position(entry) -> TrainPosition:
+    """The checkpoint's ``train_data_position`` entry, or a CheckpointError saying what is wrong with it."""
+    try:
+        return TrainPosition(int(entry["epoch"]), int(entry["batches"]))
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"the checkpoint's '{POSITION_KEY}' entry must be {{'epoch': int >= 0, 'batches': "
+                              f"int >= 0}}, got {entry!r} ({err})") from None
 
 
 class ResumeDataPosition(L.Callback):
@@ -49,6 +59,6 @@ class ResumeDataPosition(L.Callback):
             rank_zero_warn(f"the checkpoint has no '{POSITION_KEY}' (written by an older version): the restored "
                            "epoch's data starts again from its beginning")
             return
-        datamodule.start_training_at(TrainPosition(**checkpoint[POSITION_KEY]))
+        datamodule.start_training_at(read_position(checkpoint[POSITION_KEY]))
         if trainer.train_dataloader is not None:  # built before the restore
             rebuild_train_loader(trainer)
