@@ -129,3 +129,44 @@ def pose_run(tiny_coco, tiny_pose308_dir, tmp_path_factory) -> tuple[Path, dict]
 
     run_dir = tmp_path_factory.mktemp("pose_run") / "run"
     return run_dir, main(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir))
+
+
+@pytest.fixture(scope="session")
+def seg_checkpoint(dense_root, tmp_path_factory):
+    """A segmentation checkpoint written by a Lightning Trainer after 2 steps (tiny preset, 29 classes)."""
+    import lightning as L
+
+    from datamodules.dense_datamodule import DenseDataModule
+    from sapiens2_ft.tasks.seg.module import SegmentationModule
+
+    out = tmp_path_factory.mktemp("seg_ckpt")
+    module = SegmentationModule(size="tiny", input_size=(128, 96))
+    data = DenseDataModule("seg", root=str(dense_root), input_size=(128, 96), batch_size=2, num_workers=0)
+    trainer = L.Trainer(max_steps=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, limit_val_batches=0, default_root_dir=out)
+    trainer.fit(module, datamodule=data)
+    trainer.save_checkpoint(out / "seg.ckpt")
+    return out / "seg.ckpt"
+
+
+def tiny_detector(out: Path, labels=("person", "car", "dog"), size: int = 128, seed: int = 0) -> Path:
+    """A randomly initialised RT-DETR (0.28M parameters) with its image processor, saved as from the hub."""
+    import torch
+    from transformers import RTDetrConfig, RTDetrForObjectDetection, RTDetrImageProcessorPil, RTDetrResNetConfig
+
+    backbone = RTDetrResNetConfig(embedding_size=8, hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1],
+                                  layer_type="basic", out_indices=[2, 3, 4])
+    config = RTDetrConfig(backbone_config=backbone, encoder_in_channels=[16, 32, 64], encoder_hidden_dim=32,
+                          encoder_ffn_dim=64, encoder_attention_heads=2, d_model=32, decoder_in_channels=[32, 32, 32],
+                          decoder_ffn_dim=64, decoder_attention_heads=2, decoder_layers=1, num_queries=20,
+                          num_denoising=0, id2label=dict(enumerate(labels)),
+                          label2id={name: i for i, name in enumerate(labels)})
+    torch.manual_seed(seed)
+    RTDetrForObjectDetection(config).save_pretrained(out)
+    RTDetrImageProcessorPil(size={"height": size, "width": size}).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_detector_dir(tmp_path_factory) -> Path:
+    return tiny_detector(tmp_path_factory.mktemp("tiny-rtdetr"))

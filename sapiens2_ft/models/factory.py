@@ -72,13 +72,13 @@ class LoadReport:
         return "\n".join(lines)
 
 
-def resolve_pretrained(pretrained: str) -> str:
-    """A local directory as is; a hub id through the local cache or the hub."""
+def resolve_pretrained(pretrained: str, key: str = "model.pretrained") -> str:
+    """A local directory as is; a hub id through the local cache or the hub (errors name the config ``key``)."""
     if Path(pretrained).is_dir():
         return pretrained
     looks_local = pretrained.startswith((".", "/", "~")) or pretrained.count("/") != 1
     if looks_local:
-        raise PretrainedNotFoundError(f"model.pretrained: directory '{pretrained}' does not exist")
+        raise PretrainedNotFoundError(f"{key}: directory '{pretrained}' does not exist")
     try:
         from huggingface_hub import snapshot_download
 
@@ -87,7 +87,7 @@ def resolve_pretrained(pretrained: str) -> str:
         raise PretrainedNotFoundError(
             f"could not fetch '{pretrained}' from the Hugging Face Hub ({type(err).__name__}: {err}).\n"
             f"Download it on a machine with access, e.g. `hf download {pretrained} --local-dir DIR`, "
-            f"copy DIR here and set `--model.pretrained DIR`."
+            f"copy DIR here and set `--{key} DIR`."
         ) from err
 
 

@@ -6,7 +6,6 @@ import json
 import shutil
 
 import cv2
-import lightning as L
 import numpy as np
 import pytest
 import torch
@@ -16,29 +15,17 @@ from pycocotools.coco import COCO
 from transformers import AutoModelForPoseEstimation, AutoModelForSemanticSegmentation
 from transformers.image_processing_utils import ImageProcessingMixin
 
-from datamodules.dense_datamodule import DenseDataModule
 from datamodules.keypoints.metainfo import load_metainfo, parse_metainfo
 from datamodules.transforms import affine
 from sapiens2_ft import predict
+from sapiens2_ft.predict.boxes import read_boxes
+from sapiens2_ft.predict.dense import unwarp
 from sapiens2_ft.models.checkpoints import CheckpointError, load_model
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pose.module import PoseModule
 from sapiens2_ft.tasks.registry import model_class
 from sapiens2_ft.tasks.seg.module import SegmentationModule
 from sapiens2_ft.training.hf_export import export_checkpoint
-
-
-@pytest.fixture(scope="module")
-def seg_checkpoint(dense_root, tmp_path_factory):
-    """A segmentation checkpoint written by a Lightning Trainer after 2 steps (tiny preset, 29 classes)."""
-    out = tmp_path_factory.mktemp("seg_ckpt")
-    module = SegmentationModule(size="tiny", input_size=(128, 96))
-    data = DenseDataModule("seg", root=str(dense_root), input_size=(128, 96), batch_size=2, num_workers=0)
-    trainer = L.Trainer(max_steps=2, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, limit_val_batches=0, default_root_dir=out)
-    trainer.fit(module, datamodule=data)
-    trainer.save_checkpoint(out / "seg.ckpt")
-    return out / "seg.ckpt"
 
 
 def test_pose_export_loads_with_auto_class_and_matches_the_module(pose_run, tiny_pose308_dir):
@@ -160,11 +147,11 @@ def test_predict_pose_keys_images_by_relative_path(pose_run, tiny_coco, tmp_path
 def test_boxes_match_the_relative_path_then_a_unique_bare_name(tiny_coco):
     gt_file = tiny_coco / "annotations" / "person_keypoints_val2017.json"
     gt = json.loads(gt_file.read_text())
-    ids, boxes = predict.read_boxes(gt_file, ["c/000000.jpg", "d/000001.jpg"])  # gt names are bare
+    ids, boxes = read_boxes(gt_file, ["c/000000.jpg", "d/000001.jpg"])  # gt names are bare
     assert ids == {"c/000000.jpg": 1, "d/000001.jpg": 2}
     assert boxes["d/000001.jpg"] == [[*a["bbox"], 1.0] for a in gt["annotations"] if a["image_id"] == 2]
     with pytest.raises(SystemExit, match=r"'000000.jpg' is ambiguous: images \['a/000000.jpg', 'b/000000.jpg'\]"):
-        predict.read_boxes(gt_file, ["a/000000.jpg", "b/000000.jpg", "000001.jpg"])
+        read_boxes(gt_file, ["a/000000.jpg", "b/000000.jpg", "000001.jpg"])
 
 
 def test_predict_pose_boxes_keep_only_person_annotations(pose_run, tiny_coco, tmp_path):
@@ -247,7 +234,7 @@ def test_unwarp_inverts_the_letterbox():
     ramp = np.stack([xs, ys], axis=-1)
     matrix = DenseTransform(size).matrix((height, width), None)
     warped = affine.warp_image(ramp, matrix, size)
-    back = predict.unwarp(torch.from_numpy(warped).permute(2, 0, 1)[None], matrix, size, (height, width))
+    back = unwarp(torch.from_numpy(warped).permute(2, 0, 1)[None], matrix, size, (height, width))
     back = back[0].permute(1, 2, 0).numpy()
     inner = (slice(4, -4), slice(4, -4))
     assert np.abs(back[inner] - ramp[inner]).max() < 1.0  # within a pixel of the original positions

@@ -258,7 +258,7 @@ def _transformers_post_process():
 def test_predict_gives_transformers_post_processed_xyz(tmp_path):
     """A tiny pointmap model: our metric XYZ (validation path and ``predict``'s NAME.npy) equals what
     transformers' ``post_process_pointmap_estimation`` makes of the same model outputs, on X, Y and Z."""
-    from sapiens2_ft.predict import predict_dense
+    from sapiens2_ft.predict.dense import predict_dense
 
     processor = _transformers_post_process()(size={"height": 128, "width": 96})
     torch.manual_seed(0)

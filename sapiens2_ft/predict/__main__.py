@@ -1,0 +1,3 @@
+from sapiens2_ft.predict.cli import main
+
+main()

@@ -1,0 +1,154 @@
+"""Where pose's person boxes come from: a boxes file, a person detector, a seg model's foreground, or the whole
+image. Each source maps a chunk of images to one (N, 5) ``[x, y, w, h, score]`` array per image."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from sapiens2_ft.models.detector import DEFAULT_DETECTOR, DetectorError, PersonDetector
+from sapiens2_ft.predict.dense import dense_maps
+from sapiens2_ft.predict.loading import load_module
+from sapiens2_ft.tasks.seg.boxes import boxes_from_foreground
+
+
+class BoxSource(Protocol):
+    def __call__(self, keys: list[str], images: list[np.ndarray]) -> list[np.ndarray]:
+        """One (N, 5) float64 array of person boxes per image."""
+
+
+def whole_image(keys: list[str], images: list[np.ndarray]) -> list[np.ndarray]:
+    """One person filling each image."""
+    return [np.array([[0.0, 0.0, image.shape[1], image.shape[0], 1.0]]) for image in images]
+
+
+class FileBoxes:
+    """The boxes a ``--boxes`` file lists for each image key (see ``read_boxes``)."""
+
+    def __init__(self, boxes: dict[str, list]):
+        self.boxes = boxes
+
+    def __call__(self, keys: list[str], images: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.asarray(self.boxes.get(key, []), dtype=np.float64).reshape(-1, 5) for key in keys]
+
+
+class DetectorBoxes:
+    """A person detector run on the whole chunk at once."""
+
+    def __init__(self, detector: PersonDetector):
+        self.detector = detector
+
+    def __call__(self, keys: list[str], images: list[np.ndarray]) -> list[np.ndarray]:
+        return self.detector(images)
+
+
+class SegBoxes:
+    """One box per connected region of a seg model's foreground (any class but background), scored by the
+    region's mean foreground probability."""
+
+    def __init__(self, seg_module, min_area: float, pad: float):
+        self.module, self.min_area, self.pad = seg_module, min_area, pad
+
+    @torch.no_grad()
+    def __call__(self, keys: list[str], images: list[np.ndarray]) -> list[np.ndarray]:
+        boxes = []
+        for outputs in dense_maps(self.module, images):
+            probs = outputs["logits"].softmax(1)[0]
+            foreground = (probs.argmax(0) > 0).cpu().numpy()
+            boxes.append(boxes_from_foreground(foreground, self.min_area, self.pad,
+                                               (1 - probs[0]).cpu().numpy()))
+        return boxes
+
+
+def is_person(entry: dict) -> bool:
+    """A box of category 1 (person), or of no category."""
+    return entry.get("category_id", 1) == 1
+
+
+def match_file_names(keys: list[str], file_names, source: Path) -> dict[str, str]:
+    """Image key -> the ``--boxes`` file name it refers to: the same relative path, else the same bare name
+    when exactly one unmatched image and one unmatched file name have it."""
+    file_names = {PurePosixPath(f).as_posix() for f in file_names}
+    matched = {key: key for key in keys if key in file_names}
+    images, files = defaultdict(list), defaultdict(list)
+    for key in keys:
+        if key not in matched:
+            images[PurePosixPath(key).name].append(key)
+    for name in sorted(file_names - set(matched)):
+        files[PurePosixPath(name).name].append(name)
+    for name, candidates in images.items():
+        if (len(candidates) > 1 and files.get(name)) or len(files.get(name, [])) > 1:
+            raise SystemExit(f"--boxes {source}: '{name}' is ambiguous: images {candidates[:5]} under --input, "
+                             f"file names {files[name][:5]} in the boxes file; give file_name relative to --input")
+        if files.get(name):
+            matched[candidates[0]] = files[name][0]
+    return matched
+
+
+def read_boxes(path: Path | None, keys: list[str]) -> tuple[dict[str, int], dict[str, list]]:
+    """Image ids and person boxes ``[x, y, w, h, score]`` by image key (see ``match_file_names``)."""
+    ids = {key: i + 1 for i, key in enumerate(keys)}
+    if path is None:
+        return ids, {}
+    data = json.loads(Path(path).read_text())
+    by_file: dict[str, list] = {}
+    if isinstance(data, dict) and "images" in data:
+        names = {im["id"]: PurePosixPath(im["file_name"]).as_posix() for im in data["images"]}
+        for ann in data.get("annotations", []):
+            if not ann.get("iscrowd", 0) and is_person(ann):
+                by_file.setdefault(names[ann["image_id"]], []).append([*ann["bbox"], ann.get("score", 1.0)])
+        matched = match_file_names(keys, names.values(), path)
+        missing = [key for key in keys if key not in matched]
+        if missing:
+            raise SystemExit(f"--boxes {path}: no image entry for {missing[:5]}")
+        file_ids = {name: i for i, name in names.items()}
+        ids = {key: file_ids[name] for key, name in matched.items()}
+    elif isinstance(data, list):
+        for k, det in enumerate(data):
+            if "file_name" not in det or "bbox" not in det:
+                raise SystemExit(f"--boxes {path}: entry {k} needs 'file_name' and 'bbox' ([x, y, w, h])")
+            if is_person(det):
+                by_file.setdefault(PurePosixPath(det["file_name"]).as_posix(), []).append(
+                    [*det["bbox"], det.get("score", 1.0)])
+        matched = match_file_names(keys, [det["file_name"] for det in data], path)
+    else:
+        raise SystemExit(f"--boxes {path}: expected a COCO json with 'images' or a list of detections")
+    return ids, {key: by_file.get(name, []) for key, name in matched.items()}
+
+
+def add_box_arguments(parser: argparse.ArgumentParser) -> None:
+    """The person-box options shared by ``predict`` and ``detect``."""
+    parser.add_argument("--detector", nargs="?", const=DEFAULT_DETECTOR, default=None,
+                        help=f"pose: person boxes from a transformers object-detection model (hub id or directory; "
+                             f"the flag alone: {DEFAULT_DETECTOR})")
+    parser.add_argument("--det_threshold", type=float, default=0.5, help="detector: minimum person score")
+    parser.add_argument("--nms_iou", type=float, default=0.6, help="detector: IoU above which boxes are suppressed")
+    parser.add_argument("--boxes_from_seg", default=None,
+                        help="pose: person boxes from a Sapiens2 seg model's foreground (same forms as --model)")
+    parser.add_argument("--seg_min_area", type=float, default=0.001,
+                        help="--boxes_from_seg: drop regions under this fraction of the image")
+    parser.add_argument("--seg_box_pad", type=float, default=0.05,
+                        help="--boxes_from_seg: grow each box by this fraction of its size on every side")
+
+
+def box_source(args, out: Path):
+    """The BoxSource the box arguments ask for, or None when none is given."""
+    if args.detector and args.boxes_from_seg:
+        raise SystemExit("give one of --detector and --boxes_from_seg")
+    if args.detector:
+        try:
+            return DetectorBoxes(PersonDetector(args.detector, args.det_threshold, args.nms_iou, args.device))
+        except DetectorError as err:
+            raise SystemExit(f"--detector: {err}") from None
+    if args.boxes_from_seg:
+        seg_module, seg_task = load_module(args.boxes_from_seg, out / "seg_model", device=args.device)
+        if seg_task != "seg":
+            raise SystemExit(f"--boxes_from_seg: {args.boxes_from_seg} is a {seg_task} model; give a seg one")
+        return SegBoxes(seg_module, args.seg_min_area, args.seg_box_pad)
+    return None

@@ -1,0 +1,74 @@
+"""Dense tasks: whole images resized as in validation (stretched for seg, letterboxed otherwise), the outputs
+mapped back to the image's pixels and written as in validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from datamodules.dense_augment import validation_fit
+from datamodules.dense_transforms import DenseTransform
+from datamodules.transforms import affine
+from sapiens2_ft.models.preprocessing import normalize_images
+from sapiens2_ft.predict.inputs import output_name, read_chunk
+from sapiens2_ft.tasks.base import write_arrays
+
+
+def unwarp(maps: torch.Tensor, matrix: np.ndarray, input_size, image_size, mode: str = "bilinear") -> torch.Tensor:
+    """Maps (B, C, h, w) predicted for a warped input (``matrix``: image px -> input px) -> image pixels.
+
+    Works at any map resolution: positions are normalised by the input size (pixel centres).
+    """
+    height, width = image_size
+    ys, xs = torch.meshgrid(torch.arange(height, dtype=torch.float64), torch.arange(width, dtype=torch.float64),
+                            indexing="ij")
+    m = torch.as_tensor(matrix, dtype=torch.float64)
+    px = m[0, 0] * xs + m[0, 1] * ys + m[0, 2]
+    py = m[1, 0] * xs + m[1, 1] * ys + m[1, 2]
+    grid = torch.stack([(px + 0.5) / input_size[1] * 2 - 1, (py + 0.5) / input_size[0] * 2 - 1], dim=-1)
+    grid = grid[None].expand(len(maps), -1, -1, -1).to(maps.device, torch.float32)
+    return F.grid_sample(maps.float(), grid, mode=mode, padding_mode="border", align_corners=False)
+
+
+def dense_maps(module, originals: list[np.ndarray]) -> list[dict[str, torch.Tensor]]:
+    """``module``'s outputs for whole images, each mapped back to its image's pixels (the validation resize of
+    the task's training pipeline: stretched for seg, letterboxed otherwise)."""
+    transform = DenseTransform(module.hparams.input_size, fit=validation_fit(None, module.task))
+    size = tuple(module.hparams.input_size)
+    matrices = [transform.matrix(im.shape[:2], None) for im in originals]
+    crops = np.stack([affine.warp_image(im, m, size) for im, m in zip(originals, matrices)])
+    outputs = module.infer(normalize_images(torch.from_numpy(crops).permute(0, 3, 1, 2).to(module.device)))
+    return [{name: value[i:i + 1] if value.ndim < 4 else unwarp(value[i:i + 1], matrix, size, image.shape[:2])
+             for name, value in outputs.items()} for i, (image, matrix) in enumerate(zip(originals, matrices))]
+
+
+def figure_mask(mask_task: str, outputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """(1, 1, H, W) bool: the people in an image, from a seg model (any class but 0) or a matting model
+    (alpha >= 0.5)."""
+    if mask_task == "seg":
+        return (outputs["logits"].argmax(1, keepdim=True) > 0).cpu()
+    return (outputs["alpha"] >= 0.5).cpu()
+
+
+@torch.no_grad()
+def predict_dense(module, images: dict[str, Path], out: Path, batch_size: int, mask_module=None) -> int:
+    """Writes the maps of every readable image; returns the number of unreadable images skipped. With
+    ``mask_module`` (a seg or matting module), pictures of normals and depth show the people only."""
+    items, skipped = list(images.items()), 0
+    for start in tqdm(range(0, len(items), batch_size), desc="predict", unit="batch"):
+        keys, originals, unreadable = read_chunk(items[start:start + batch_size])
+        skipped += unreadable
+        if not keys:
+            continue
+        samples = dense_maps(module, originals)
+        masks = [figure_mask(mask_module.task, o) for o in dense_maps(mask_module, originals)] if mask_module else None
+        for i, (key, image, sample) in enumerate(zip(keys, originals, samples)):
+            batch = {"image": torch.from_numpy(image).permute(2, 0, 1)[None]}
+            if masks is not None:
+                batch["mask"] = masks[i]
+            write_arrays(out, output_name(key), module.prediction_files(sample, batch, 0))
+    return skipped

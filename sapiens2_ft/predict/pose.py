@@ -1,0 +1,88 @@
+"""Top-down pose: one crop per person box, the crops of several images batched together, flip test and DARK-UDP
+decode (the module's ``infer``), keypoints mapped back through the inverse crop affine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from datamodules.transforms import affine
+from sapiens2_ft.models.preprocessing import normalize_images
+from sapiens2_ft.predict.boxes import BoxSource
+from sapiens2_ft.predict.inputs import output_name, read_chunk
+from sapiens2_ft.tasks.pose.metric import rescore
+from sapiens2_ft.tasks.visualize import draw_keypoints
+
+KEYPOINT_SCORE_THRESHOLD = 0.2  # instance rescoring, as in validation
+DRAW_SCORE_THRESHOLD = 0.3
+
+
+@torch.no_grad()
+def estimate(module, images: list[np.ndarray], boxes: list[np.ndarray], batch_size: int) -> list[list[dict]]:
+    """Per image, per box: ``{"points": (K, 2) image px, "scores": (K,), "score": instance score, "bbox"}``.
+    The crops of all images go through the model in batches of ``batch_size``."""
+    input_size = tuple(module.hparams.input_size)
+    owners = [(i, box) for i, image_boxes in enumerate(boxes) for box in image_boxes]
+    people: list[list[dict]] = [[] for _ in images]
+    for start in range(0, len(owners), batch_size):
+        chunk = owners[start:start + batch_size]
+        matrices = [affine.crop_matrix(*affine.box_to_center_scale(box[:4], input_size[1] / input_size[0]), 0.0,
+                                       input_size) for _, box in chunk]
+        crops = np.stack([affine.warp_image(images[i], m, input_size, affine.crop_interpolation(m))
+                          for (i, _), m in zip(chunk, matrices)])
+        outputs = module.infer(normalize_images(torch.from_numpy(crops).permute(0, 3, 1, 2).to(module.device)))
+        coords, scores = outputs["coords"].cpu().double().numpy(), outputs["scores"].cpu().double().numpy()
+        instance_scores = rescore(scores, np.array([box[4] for _, box in chunk]), KEYPOINT_SCORE_THRESHOLD)
+        for k, ((i, box), matrix) in enumerate(zip(chunk, matrices)):
+            people[i].append({"points": affine.transform_points(coords[k], affine.invert(matrix)),
+                              "scores": scores[k], "score": float(instance_scores[k]), "bbox": box[:4]})
+    return people
+
+
+def draw_people(image: np.ndarray, people: list[dict], skeleton) -> np.ndarray:
+    overlay = image.copy()
+    for person in people:
+        overlay = draw_keypoints(overlay, person["points"], person["scores"] > DRAW_SCORE_THRESHOLD, skeleton)
+    return overlay
+
+
+def coco_results(image_id: int, people: list[dict]) -> list[dict]:
+    """COCO keypoint results of one image."""
+    return [{"image_id": image_id, "category_id": 1,
+             "keypoints": np.concatenate([p["points"], p["scores"][:, None]], axis=1).reshape(-1).round(2).tolist(),
+             "score": p["score"], "bbox": np.asarray(p["bbox"], dtype=np.float64).round(2).tolist()} for p in people]
+
+
+def predict_pose(module, images: dict[str, Path], out: Path, batch_size: int, source: BoxSource,
+                 ids: dict[str, int]) -> tuple[int, int]:
+    """Writes the results of every readable image (``keypoints.json``, ``images.json``, ``overlays/``);
+    returns (people, unreadable images skipped). Images are read, boxed and estimated ``batch_size`` at a time."""
+    metainfo = module.metainfo
+    results, coco_images, skipped = [], [], 0
+    items = list(images.items())
+    progress = tqdm(total=len(items), desc="predict", unit="image")
+    for start in range(0, len(items), batch_size):
+        keys, originals, unreadable = read_chunk(items[start:start + batch_size])
+        skipped += unreadable
+        boxes = source(keys, originals) if keys else []
+        for key, image, people in zip(keys, originals, estimate(module, originals, boxes, batch_size)):
+            height, width = image.shape[:2]
+            coco_images.append({"id": ids[key], "file_name": key, "height": height, "width": width})
+            results += coco_results(ids[key], people)
+            overlay_file = out / "overlays" / f"{output_name(key)}.jpg"
+            overlay_file.parent.mkdir(parents=True, exist_ok=True)
+            cv2.imwrite(str(overlay_file), draw_people(image, people, metainfo.skeleton)[..., ::-1])
+        progress.update(len(keys) + unreadable)
+    progress.close()
+    names = list(metainfo.keypoint_names)
+    category = {"id": 1, "name": "person", "supercategory": "person", "keypoints": names,
+                "skeleton": [[a + 1, b + 1] for a, b in metainfo.skeleton]}
+    (out / "keypoints.json").write_text(json.dumps(results))
+    (out / "images.json").write_text(json.dumps({"images": coco_images, "annotations": [],
+                                                 "categories": [category]}))
+    return len(results), skipped

@@ -1,0 +1,120 @@
+"""Pose on photos without a boxes file: a person detector or a seg model finds the people, ``predict`` crops them
+(batched across images), and ``detect`` writes the boxes the COCO protocol validates with."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from datamodules.coco_keypoints import load_detections
+from datamodules.images import read_image
+from datamodules.keypoints.metainfo import load_metainfo
+from sapiens2_ft import detect, predict
+from sapiens2_ft.models.detector import PersonDetector
+from sapiens2_ft.predict.dense import dense_maps
+from sapiens2_ft.predict.loading import load_module
+from sapiens2_ft.tasks.seg.boxes import boxes_from_foreground
+
+VAL_ANN = "annotations/person_keypoints_val2017.json"
+
+
+def digest(image: np.ndarray) -> str:
+    return hashlib.sha1(image.tobytes()).hexdigest()
+
+
+@pytest.fixture()
+def stub_detector(tiny_coco, monkeypatch):
+    """A detector that returns the ground-truth boxes (score 1) of each tiny_coco val image, recognised by its
+    pixels: checks the boxes -> crops -> keypoints path with known boxes."""
+    coco = json.loads((tiny_coco / VAL_ANN).read_text())
+    by_pixels = {}
+    for image in coco["images"]:
+        boxes = [[*a["bbox"], 1.0] for a in coco["annotations"] if a["image_id"] == image["id"]]
+        by_pixels[digest(read_image(str(tiny_coco / "val2017" / image["file_name"])))] = np.array(boxes)
+    calls = []
+
+    class Stub:
+        def __init__(self, source, threshold, nms_iou, device):
+            calls.append(source)
+
+        def __call__(self, images):
+            calls.append(len(images))
+            return [by_pixels[digest(image)] for image in images]
+
+    monkeypatch.setattr("sapiens2_ft.predict.boxes.PersonDetector", Stub)
+    return calls
+
+
+def keypoints(out) -> list:
+    return sorted((r["image_id"], r["bbox"], r["keypoints"], r["score"])
+                  for r in json.loads((out / "keypoints.json").read_text()))
+
+
+def test_detected_boxes_give_the_results_of_the_same_boxes_from_a_file(pose_run, tiny_coco, stub_detector, tmp_path):
+    model, images = str(pose_run[0] / "export"), str(tiny_coco / "val2017")
+    from_file = predict.main(["--model", model, "--input", images, "--out", str(tmp_path / "file"),
+                              "--boxes", str(tiny_coco / VAL_ANN), "--batch_size", "3"])
+    detected = predict.main(["--model", model, "--input", images, "--out", str(tmp_path / "det"),
+                             "--detector", "stub", "--batch_size", "3"])
+    assert stub_detector == ["stub", 2]  # both images in one detector call
+    expected, found = keypoints(from_file), keypoints(detected)
+    assert len(found) == 4 and [r[:2] for r in found] == [r[:2] for r in expected]
+    for (*_, points, score), (*_, points_file, score_file) in zip(found, expected):
+        assert np.allclose(points, points_file, atol=0.01) and score == pytest.approx(score_file, abs=1e-4)
+    # One crop per forward pass gives the same keypoints: batching across images changes nothing.
+    one_by_one = predict.main(["--model", model, "--input", images, "--out", str(tmp_path / "single"),
+                               "--detector", "stub", "--batch_size", "1"])
+    for a, b in zip(keypoints(one_by_one), found):
+        assert np.allclose(a[2], b[2], atol=0.05)
+
+
+def test_predict_runs_a_real_detector_end_to_end(pose_run, tiny_coco, tiny_detector_dir, tmp_path):
+    images = [read_image(str(p)) for p in sorted((tiny_coco / "val2017").iterdir())]
+    expected = PersonDetector(str(tiny_detector_dir), threshold=0.005, nms_iou=0.6)(images)
+    out = predict.main(["--model", str(pose_run[0] / "export"), "--input", str(tiny_coco / "val2017"),
+                        "--out", str(tmp_path / "out"), "--detector", str(tiny_detector_dir),
+                        "--det_threshold", "0.005"])
+    results = json.loads((out / "keypoints.json").read_text())
+    assert len(results) == sum(len(b) for b in expected) > 0
+    assert sorted(r["bbox"] for r in results) == sorted(np.round(b[:4], 2).tolist() for e in expected for b in e)
+
+
+def test_boxes_from_seg_crop_each_foreground_region(pose_run, seg_checkpoint, tiny_coco, tmp_path):
+    out = predict.main(["--model", str(pose_run[0] / "export"), "--input", str(tiny_coco / "val2017"),
+                        "--out", str(tmp_path / "out"), "--boxes_from_seg", str(seg_checkpoint),
+                        "--seg_min_area", "0.0005", "--seg_box_pad", "0.1"])
+    seg, _ = load_module(str(seg_checkpoint), tmp_path / "seg")
+    images = [read_image(str(p)) for p in sorted((tiny_coco / "val2017").iterdir())]
+    expected = []
+    for outputs in dense_maps(seg, images):
+        probs = outputs["logits"].softmax(1)[0].detach()
+        expected += boxes_from_foreground((probs.argmax(0) > 0).numpy(), 0.0005, 0.1, (1 - probs[0]).numpy()).tolist()
+    results = json.loads((out / "keypoints.json").read_text())
+    assert sorted(r["bbox"] for r in results) == sorted(np.round(b[:4], 2).tolist() for b in expected)
+
+
+def test_box_options_are_checked(pose_run, seg_checkpoint, tiny_coco, tmp_path):
+    base = ["--input", str(tiny_coco / "val2017"), "--out", str(tmp_path / "out")]
+    pose = ["--model", str(pose_run[0] / "export"), *base]
+    with pytest.raises(SystemExit, match="one of --boxes, --detector"):
+        predict.main([*pose, "--boxes", str(tiny_coco / VAL_ANN), "--detector", "x/y"])
+    with pytest.raises(SystemExit, match="is a pose model; give a seg one"):
+        predict.main([*pose, "--boxes_from_seg", str(pose_run[0] / "export")])
+    with pytest.raises(SystemExit, match="are for pose models"):
+        predict.main(["--model", str(seg_checkpoint), *base, "--detector", "x/y"])
+    with pytest.raises(SystemExit, match=r"(?s)--detector: .*hf download someone/missing"):
+        predict.main([*pose, "--detector", "someone/missing"])
+
+
+def test_detect_writes_the_val_detections_the_data_module_validates_with(tiny_coco, stub_detector, tmp_path, capsys):
+    out = detect.main(["--config", "pose_coco.yaml", "--data.root", str(tiny_coco), "--detector", "stub",
+                       "--out", str(tmp_path / "dets.json")])
+    printed = capsys.readouterr().out
+    assert "4 person boxes in 2 images" in printed and "4 of 4 ground-truth people found" in printed
+    instances, skipped = load_detections(out, tiny_coco / VAL_ANN, tiny_coco / "val2017", load_metainfo("coco17"))
+    gt = json.loads((tiny_coco / VAL_ANN).read_text())["annotations"]
+    assert np.allclose(sorted(i.bbox for i in instances), sorted(a["bbox"] for a in gt), atol=0.005)
+    assert not skipped
