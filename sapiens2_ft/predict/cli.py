@@ -14,6 +14,10 @@ to ``OUT/model`` first). The task comes from the model's config.
   (``NAME.png`` class ids + ``NAME_overlay.png``; ``NAME.npy`` + ``NAME_normal.png`` / ``NAME_depth.png``;
   ``NAME_alpha.png`` + ``NAME_composite.png``).
 
+Several ``--model``s (one per task, e.g. pose + seg + normal + pointmap) each write the above into ``OUT/TASK/``,
+and ``OUT/sheets/NAME.jpg`` shows them side by side: keypoints, body-part colours with a legend, normals and
+turbo inverse depth on the people the seg (or matting) model finds, the matte.
+
 Images are keyed by their path relative to ``--input``: ``NAME`` keeps the subfolders (``OUT/sub/NAME.png``)
 and so does ``file_name`` in ``images.json``. Unreadable images are skipped with a warning and counted.
 """
@@ -26,16 +30,16 @@ from pathlib import Path
 import torch
 
 from sapiens2_ft.predict.boxes import FileBoxes, add_box_arguments, box_source, read_boxes, whole_image
-from sapiens2_ft.predict.dense import predict_dense
 from sapiens2_ft.predict.inputs import list_images
 from sapiens2_ft.predict.loading import load_module
-from sapiens2_ft.predict.pose import predict_pose
-from sapiens2_ft.tasks.registry import task_spec
+from sapiens2_ft.predict.run import Model, predict_images
 
 
 def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(prog="python -m sapiens2_ft.predict", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="exported dir, hub id, .ckpt or distributed checkpoint dir")
+    parser.add_argument("--model", required=True, action="append",
+                        help="exported dir, hub id, .ckpt or distributed checkpoint dir; repeat it for several tasks "
+                             "(one model per task; each writes into OUT/TASK, plus a sheet per image in OUT/sheets)")
     parser.add_argument("--input", required=True, help="an image or a folder of images (searched recursively)")
     parser.add_argument("--out", required=True, help="output folder (created)")
     parser.add_argument("--boxes", default=None, help="pose: person boxes (COCO json or list of detections)")
@@ -50,26 +54,37 @@ def main(argv: list[str] | None = None) -> Path:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     images = list_images(Path(args.input))
-    module, task = load_module(args.model, out, args.keypoints, args.device)
-    if task_spec(task).predictor == "pose":
-        if args.boxes and (args.detector or args.boxes_from_seg):
-            raise SystemExit("give one of --boxes, --detector and --boxes_from_seg")
-        ids, boxes = read_boxes(Path(args.boxes) if args.boxes else None, list(images))
-        source = FileBoxes(boxes) if args.boxes else box_source(args, out) or whole_image
-        count, skipped = predict_pose(module, images, out, args.batch_size, source, ids)
-        done = (f"{count} people in {len(images) - skipped} images -> {out / 'keypoints.json'}, "
-                f"overlays in {out / 'overlays'}")
-    else:
-        if args.boxes or args.detector or args.boxes_from_seg:
-            raise SystemExit(f"--boxes, --detector and --boxes_from_seg are for pose models; {args.model} is {task}")
-        mask_module = None
-        if args.mask_model:
-            mask_module, mask_task = load_module(args.mask_model, out / "mask_model", device=args.device)
-            if mask_task not in ("seg", "matting"):
-                raise SystemExit(f"--mask_model: {args.mask_model} is a {mask_task} model; give a seg or matting one")
-        skipped = predict_dense(module, images, out, args.batch_size, mask_module)
-        done = f"{task} maps of {len(images) - skipped} images -> {out}"
+    several = len(args.model) > 1
+    models: list[Model] = []
+    for k, name in enumerate(args.model):  # a checkpoint among several is exported to OUT/models/K/model
+        module, task = load_module(name, out / "models" / str(k) if several else out, args.keypoints, args.device)
+        if task in [m.task for m in models]:
+            raise SystemExit(f"--model: two {task} models ({name}); give one model per task")
+        models.append(Model(module, task, out / task if several else out))
+    pose = [m for m in models if m.is_pose]
+    if (args.boxes or args.detector or args.boxes_from_seg) and not pose:
+        raise SystemExit(f"--boxes, --detector and --boxes_from_seg are for pose models; {args.model[0]} is "
+                         f"{models[0].task}")
+    if args.boxes and (args.detector or args.boxes_from_seg):
+        raise SystemExit("give one of --boxes, --detector and --boxes_from_seg")
+    ids, boxes = read_boxes(Path(args.boxes) if args.boxes else None, list(images))
+    source = FileBoxes(boxes) if args.boxes else box_source(args, out) or whole_image
+    mask_model = None
+    if args.mask_model:
+        mask_module, mask_task = load_module(args.mask_model, out / "mask_model", device=args.device)
+        if mask_task not in ("seg", "matting"):
+            raise SystemExit(f"--mask_model: {args.mask_model} is a {mask_task} model; give a seg or matting one")
+        mask_model = Model(mask_module, mask_task, out / "mask_model")
+    counts, skipped = predict_images(models, images, args.batch_size, source, ids, mask_model,
+                                     out / "sheets" if several else None)
+    read = len(images) - skipped
+    done = "; ".join(f"{counts[m.task]} people in {read} images -> {m.out / 'keypoints.json'}, overlays in "
+                     f"{m.out / 'overlays'}" if m.is_pose else f"{m.task} maps of {counts[m.task]} images -> {m.out}"
+                     for m in models)
+    if several:
+        done += f"; sheets in {out / 'sheets'}"
     print(f"{done}; {skipped} unreadable images skipped")
     if skipped == len(images):
         raise SystemExit(f"--input: none of the {len(images)} images could be read")
     return out
+

@@ -8,13 +8,12 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
 
 from datamodules.dense_augment import validation_fit
 from datamodules.dense_transforms import DenseTransform
 from datamodules.transforms import affine
 from sapiens2_ft.models.preprocessing import normalize_images
-from sapiens2_ft.predict.inputs import output_name, read_chunk
+from sapiens2_ft.predict.inputs import output_name
 from sapiens2_ft.tasks.base import write_arrays
 
 
@@ -54,21 +53,12 @@ def figure_mask(mask_task: str, outputs: dict[str, torch.Tensor]) -> torch.Tenso
     return (outputs["alpha"] >= 0.5).cpu()
 
 
-@torch.no_grad()
-def predict_dense(module, images: dict[str, Path], out: Path, batch_size: int, mask_module=None) -> int:
-    """Writes the maps of every readable image; returns the number of unreadable images skipped. With
-    ``mask_module`` (a seg or matting module), pictures of normals and depth show the people only."""
-    items, skipped = list(images.items()), 0
-    for start in tqdm(range(0, len(items), batch_size), desc="predict", unit="batch"):
-        keys, originals, unreadable = read_chunk(items[start:start + batch_size])
-        skipped += unreadable
-        if not keys:
-            continue
-        samples = dense_maps(module, originals)
-        masks = [figure_mask(mask_module.task, o) for o in dense_maps(mask_module, originals)] if mask_module else None
-        for i, (key, image, sample) in enumerate(zip(keys, originals, samples)):
-            batch = {"image": torch.from_numpy(image).permute(2, 0, 1)[None]}
-            if masks is not None:
-                batch["mask"] = masks[i]
-            write_arrays(out, output_name(key), module.prediction_files(sample, batch, 0))
-    return skipped
+def write_dense(module, out: Path, key: str, image: np.ndarray, maps: dict, mask: torch.Tensor | None) -> dict:
+    """Writes one image's files (``module.prediction_files``) under ``out``; returns them. ``mask`` (1, 1, H, W)
+    keeps the pictures of normals and depth to the people."""
+    batch = {"image": torch.from_numpy(image).permute(2, 0, 1)[None]}
+    if mask is not None:
+        batch["mask"] = mask
+    files = module.prediction_files(maps, batch, 0)
+    write_arrays(out, output_name(key), files)
+    return files

@@ -9,12 +9,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from datamodules.transforms import affine
 from sapiens2_ft.models.preprocessing import normalize_images
-from sapiens2_ft.predict.boxes import BoxSource
-from sapiens2_ft.predict.inputs import output_name, read_chunk
+from sapiens2_ft.predict.inputs import output_name
 from sapiens2_ft.tasks.pose.metric import rescore
 from sapiens2_ft.tasks.visualize import draw_keypoints
 
@@ -58,31 +56,30 @@ def coco_results(image_id: int, people: list[dict]) -> list[dict]:
              "score": p["score"], "bbox": np.asarray(p["bbox"], dtype=np.float64).round(2).tolist()} for p in people]
 
 
-def predict_pose(module, images: dict[str, Path], out: Path, batch_size: int, source: BoxSource,
-                 ids: dict[str, int]) -> tuple[int, int]:
-    """Writes the results of every readable image (``keypoints.json``, ``images.json``, ``overlays/``);
-    returns (people, unreadable images skipped). Images are read, boxed and estimated ``batch_size`` at a time."""
-    metainfo = module.metainfo
-    results, coco_images, skipped = [], [], 0
-    items = list(images.items())
-    progress = tqdm(total=len(items), desc="predict", unit="image")
-    for start in range(0, len(items), batch_size):
-        keys, originals, unreadable = read_chunk(items[start:start + batch_size])
-        skipped += unreadable
-        boxes = source(keys, originals) if keys else []
-        for key, image, people in zip(keys, originals, estimate(module, originals, boxes, batch_size)):
-            height, width = image.shape[:2]
-            coco_images.append({"id": ids[key], "file_name": key, "height": height, "width": width})
-            results += coco_results(ids[key], people)
-            overlay_file = out / "overlays" / f"{output_name(key)}.jpg"
-            overlay_file.parent.mkdir(parents=True, exist_ok=True)
-            cv2.imwrite(str(overlay_file), draw_people(image, people, metainfo.skeleton)[..., ::-1])
-        progress.update(len(keys) + unreadable)
-    progress.close()
-    names = list(metainfo.keypoint_names)
-    category = {"id": 1, "name": "person", "supercategory": "person", "keypoints": names,
-                "skeleton": [[a + 1, b + 1] for a, b in metainfo.skeleton]}
-    (out / "keypoints.json").write_text(json.dumps(results))
-    (out / "images.json").write_text(json.dumps({"images": coco_images, "annotations": [],
-                                                 "categories": [category]}))
-    return len(results), skipped
+class PoseResults:
+    """What pose prediction writes into ``out``: ``overlays/NAME.jpg`` per image as it comes, and at ``close``
+    ``keypoints.json`` (COCO keypoint results) and ``images.json`` (the images and person category they refer to)."""
+
+    def __init__(self, out: Path, metainfo):
+        self.out, self.metainfo = out, metainfo
+        self.results: list[dict] = []
+        self.images: list[dict] = []
+
+    def add(self, key: str, image_id: int, image: np.ndarray, people: list[dict]) -> None:
+        height, width = image.shape[:2]
+        self.images.append({"id": image_id, "file_name": key, "height": height, "width": width})
+        self.results += coco_results(image_id, people)
+        overlay_file = self.out / "overlays" / f"{output_name(key)}.jpg"
+        overlay_file.parent.mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(overlay_file), draw_people(image, people, self.metainfo.skeleton)[..., ::-1])
+
+    def close(self) -> int:
+        """Writes the json files; returns the number of people."""
+        names = list(self.metainfo.keypoint_names)
+        category = {"id": 1, "name": "person", "supercategory": "person", "keypoints": names,
+                    "skeleton": [[a + 1, b + 1] for a, b in self.metainfo.skeleton]}
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "keypoints.json").write_text(json.dumps(self.results))
+        (self.out / "images.json").write_text(json.dumps({"images": self.images, "annotations": [],
+                                                          "categories": [category]}))
+        return len(self.results)

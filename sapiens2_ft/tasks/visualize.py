@@ -48,6 +48,20 @@ def depth_turbo(depth: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray
     return rgb
 
 
+def inverse_depth_turbo(depth: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Inverse depth 1 / Z (H, W) as a turbo colour map (near = red), scaled to the 2-98 percentiles of the shown
+    pixels: the depth picture of the Sapiens2 model cards. Pixels at Z <= 0 or outside ``mask`` are black."""
+    valid = np.isfinite(depth) & (depth > 0)
+    inverse = np.where(valid, 1.0 / np.where(valid, depth, 1.0), np.nan)
+    shown = valid & (mask.astype(bool) if mask is not None else True)
+    values = inverse[shown]
+    low, high = np.percentile(values, [2, 98]) if values.size else (0.0, 1.0)
+    scaled = np.clip((np.nan_to_num(inverse, nan=low) - low) / max(high - low, 1e-12), 0, 1)
+    rgb = cv2.applyColorMap((255 * scaled).astype(np.uint8), cv2.COLORMAP_TURBO)[..., ::-1].copy()
+    rgb[~shown] = 0
+    return rgb
+
+
 def checkerboard(height: int, width: int, cell: int = 16) -> np.ndarray:
     ys, xs = np.mgrid[:height, :width]
     light = ((ys // cell + xs // cell) % 2).astype(bool)

@@ -258,7 +258,7 @@ def _transformers_post_process():
 def test_predict_gives_transformers_post_processed_xyz(tmp_path):
     """A tiny pointmap model: our metric XYZ (validation path and ``predict``'s NAME.npy) equals what
     transformers' ``post_process_pointmap_estimation`` makes of the same model outputs, on X, Y and Z."""
-    from sapiens2_ft.predict.dense import predict_dense
+    from sapiens2_ft.predict.run import Model, predict_images
 
     processor = _transformers_post_process()(size={"height": 128, "width": 96})
     torch.manual_seed(0)
@@ -282,7 +282,7 @@ def test_predict_gives_transformers_post_processed_xyz(tmp_path):
     cv2.imwrite(str(images / "a.png"), rng.integers(0, 255, (256, 192, 3), dtype=np.uint8))
     captured = []
     hook = module.model.register_forward_hook(lambda _m, _i, output: captured.append(output))
-    predict_dense(module, {"a.png": images / "a.png"}, tmp_path / "out", batch_size=1)
+    predict_images([Model(module, "pointmap", tmp_path / "out")], {"a.png": images / "a.png"}, batch_size=1)
     hook.remove()
     saved = torch.from_numpy(np.load(tmp_path / "out" / "a.npy")).permute(2, 0, 1)
     theirs = processor.post_process_pointmap_estimation(captured[0], source_sizes=[(256, 192)])[0]["pointmap"]
