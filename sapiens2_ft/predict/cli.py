@@ -18,6 +18,9 @@ Several ``--model``s (one per task, e.g. pose + seg + normal + pointmap) each wr
 and ``OUT/sheets/NAME.jpg`` shows them side by side: keypoints, body-part colours with a legend, normals and
 turbo inverse depth on the people the seg (or matting) model finds, the matte.
 
+A video (``--input clip.mp4``, or a folder of frames with ``--video``) gives ``OUT/clip.mp4``, one sheet per frame
+at the input's frame rate, and ``OUT/clip.json``: per frame, the people with their track ids, boxes and keypoints.
+
 Images are keyed by their path relative to ``--input``: ``NAME`` keeps the subfolders (``OUT/sub/NAME.png``)
 and so does ``file_name`` in ``images.json``. Unreadable images are skipped with a warning and counted.
 """
@@ -33,6 +36,7 @@ from sapiens2_ft.predict.boxes import FileBoxes, add_box_arguments, box_source, 
 from sapiens2_ft.predict.inputs import list_images
 from sapiens2_ft.predict.loading import load_module
 from sapiens2_ft.predict.run import Model, predict_images
+from sapiens2_ft.predict.video import Frames, is_video, predict_video
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -40,7 +44,12 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--model", required=True, action="append",
                         help="exported dir, hub id, .ckpt or distributed checkpoint dir; repeat it for several tasks "
                              "(one model per task; each writes into OUT/TASK, plus a sheet per image in OUT/sheets)")
-    parser.add_argument("--input", required=True, help="an image or a folder of images (searched recursively)")
+    parser.add_argument("--input", required=True,
+                        help="an image, a folder of images (searched recursively), or a video file")
+    parser.add_argument("--video", action="store_true",
+                        help="read the --input folder as the frames of one video (in name order)")
+    parser.add_argument("--fps", type=float, default=None,
+                        help="video: frame rate of the output (default: the input video's, 30 for a folder)")
     parser.add_argument("--out", required=True, help="output folder (created)")
     parser.add_argument("--boxes", default=None, help="pose: person boxes (COCO json or list of detections)")
     add_box_arguments(parser)
@@ -53,7 +62,13 @@ def main(argv: list[str] | None = None) -> Path:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    images = list_images(Path(args.input))
+    video = args.video or is_video(Path(args.input))
+    if args.video and not Path(args.input).is_dir():
+        raise SystemExit(f"--video: --input must be a folder of frames, got {args.input}")
+    if video and args.boxes:
+        raise SystemExit("--boxes is for images; for a video give --detector or --boxes_from_seg")
+    frames = Frames(Path(args.input), args.fps) if video else None
+    images = {} if video else list_images(Path(args.input))
     several = len(args.model) > 1
     models: list[Model] = []
     for k, name in enumerate(args.model):  # a checkpoint among several is exported to OUT/models/K/model
@@ -75,6 +90,10 @@ def main(argv: list[str] | None = None) -> Path:
         if mask_task not in ("seg", "matting"):
             raise SystemExit(f"--mask_model: {args.mask_model} is a {mask_task} model; give a seg or matting one")
         mask_model = Model(mask_module, mask_task, out / "mask_model")
+    if video:
+        clip, records = predict_video(models, frames, out, args.batch_size, source, mask_model)
+        print(f"{frames.path.name}: {clip} ({frames.fps:g} frames/s) and per-frame results in {records}")
+        return out
     counts, skipped = predict_images(models, images, args.batch_size, source, ids, mask_model,
                                      out / "sheets" if several else None)
     read = len(images) - skipped

@@ -3,8 +3,6 @@ mapped back to the image's pixels and written as in validation."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -13,8 +11,6 @@ from datamodules.dense_augment import validation_fit
 from datamodules.dense_transforms import DenseTransform
 from datamodules.transforms import affine
 from sapiens2_ft.models.preprocessing import normalize_images
-from sapiens2_ft.predict.inputs import output_name
-from sapiens2_ft.tasks.base import write_arrays
 
 
 def unwarp(maps: torch.Tensor, matrix: np.ndarray, input_size, image_size, mode: str = "bilinear") -> torch.Tensor:
@@ -53,12 +49,10 @@ def figure_mask(mask_task: str, outputs: dict[str, torch.Tensor]) -> torch.Tenso
     return (outputs["alpha"] >= 0.5).cpu()
 
 
-def write_dense(module, out: Path, key: str, image: np.ndarray, maps: dict, mask: torch.Tensor | None) -> dict:
-    """Writes one image's files (``module.prediction_files``) under ``out``; returns them. ``mask`` (1, 1, H, W)
-    keeps the pictures of normals and depth to the people."""
+def dense_files(module, image: np.ndarray, maps: dict, mask: torch.Tensor | None) -> dict:
+    """One image's files (``module.prediction_files``: suffix -> array). ``mask`` (1, 1, H, W) keeps the pictures
+    of normals and depth to the people."""
     batch = {"image": torch.from_numpy(image).permute(2, 0, 1)[None]}
     if mask is not None:
         batch["mask"] = mask
-    files = module.prediction_files(maps, batch, 0)
-    write_arrays(out, output_name(key), files)
-    return files
+    return module.prediction_files(maps, batch, 0)

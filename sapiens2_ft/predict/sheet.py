@@ -3,12 +3,15 @@ normals and a turbo inverse-depth map on the people only, the matte over a check
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from sapiens2_ft.tasks.visualize import (draw_keypoints, inverse_depth_turbo, label_overlay, matte_composite,
                                          normal_rgb, side_by_side, with_legend)
 
 KEYPOINT_DRAW_THRESHOLD = 0.3
+TRACK_COLORS = [(0, 255, 0), (255, 80, 80), (80, 160, 255), (255, 220, 0), (255, 0, 255), (0, 255, 255),
+                (255, 140, 0), (160, 90, 255)]  # a person's colour in videos: by track id
 
 
 def people_mask(results: dict) -> np.ndarray | None:
@@ -25,8 +28,13 @@ def picture(task: str, result, image: np.ndarray, mask: np.ndarray | None, modul
     if task == "pose":
         out = image.copy()
         for person in result:
+            color = TRACK_COLORS[person["track_id"] % len(TRACK_COLORS)] if "track_id" in person else TRACK_COLORS[0]
             out = draw_keypoints(out, person["points"], person["scores"] > KEYPOINT_DRAW_THRESHOLD,
-                                 module.metainfo.skeleton)
+                                 module.metainfo.skeleton, color)
+            if "track_id" in person:
+                x, y = (int(v) for v in person["bbox"][:2])
+                cv2.putText(out, str(person["track_id"]), (x + 2, y + 14), cv2.FONT_HERSHEY_SIMPLEX, 0.5, color, 1,
+                            cv2.LINE_AA)
         return f"pose ({len(result)} people)", out
     if task == "seg":
         return "body parts", label_overlay(image, result[".png"], len(module.class_names))
@@ -39,9 +47,9 @@ def picture(task: str, result, image: np.ndarray, mask: np.ndarray | None, modul
     raise ValueError(f"no sheet picture for task {task}")
 
 
-def sheet(image: np.ndarray, results: dict, modules: dict) -> np.ndarray:
+def sheet(image: np.ndarray, results: dict, modules: dict, legend: bool = True) -> np.ndarray:
     """One row: the image and each task's picture (``results``/``modules`` by task, in the order given), with
-    the legend of the body-part classes present below."""
+    the legend of the body-part classes present below (``legend``; videos leave it out to keep one frame size)."""
     mask = people_mask(results)
     titles, pictures = ["image"], [image]
     for task, result in results.items():
@@ -49,7 +57,7 @@ def sheet(image: np.ndarray, results: dict, modules: dict) -> np.ndarray:
         titles.append(title)
         pictures.append(rgb)
     row = side_by_side(pictures, titles)
-    if "seg" in results:
+    if legend and "seg" in results:
         present = [int(c) for c in np.unique(results["seg"][".png"]) if c > 0]
         row = with_legend(row, modules["seg"].class_names, present)
     return row

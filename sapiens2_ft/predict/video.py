@@ -1,0 +1,162 @@
+"""Video in and out: frames from a video file (OpenCV's FFmpeg) or a folder of frames, run ``batch_size`` at a
+time, written as ``OUT/NAME.mp4`` (the frame rate kept) with the pictures of every model, and ``OUT/NAME.json`` with
+per-frame people and their track ids (an IoU tracker over the person boxes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import cv2
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from sapiens2_ft.predict.boxes import BoxSource, whole_image
+from sapiens2_ft.predict.inputs import IMAGE_SUFFIXES, read_or_warn
+from sapiens2_ft.predict.run import Model, infer_chunk
+from sapiens2_ft.predict.sheet import sheet
+
+VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg"}
+
+
+def is_video(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() in VIDEO_SUFFIXES
+
+
+class Frames:
+    """The RGB frames of a video file or of a folder of images (in name order), with the frame rate."""
+
+    def __init__(self, path: Path, fps: float | None = None):
+        self.path, self.folder = path, path.is_dir()
+        if self.folder:
+            self.files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+            if not self.files:
+                raise SystemExit(f"--input {path}: no frames ({', '.join(sorted(IMAGE_SUFFIXES))}) in the folder")
+            self.fps, self.count = float(fps or 30.0), len(self.files)
+            return
+        capture = cv2.VideoCapture(str(path))
+        ok = capture.isOpened() and capture.read()[0]
+        capture.release()
+        if not ok:
+            raise SystemExit(f"--input {path}: cannot be read as a video (missing, not a video, or a codec this "
+                             f"OpenCV build cannot decode); convert it, e.g. `ffmpeg -i {path.name} -c:v libx264 "
+                             f"out.mp4`, or extract its frames into a folder and pass that with --video")
+        capture = cv2.VideoCapture(str(path))
+        self.fps = float(fps or capture.get(cv2.CAP_PROP_FPS) or 30.0)
+        self.count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) or None
+        capture.release()
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        if self.folder:
+            for file in self.files:
+                frame = read_or_warn(file)
+                if frame is not None:
+                    yield frame
+            return
+        capture = cv2.VideoCapture(str(self.path))
+        try:
+            while True:
+                ok, frame = capture.read()
+                if not ok:
+                    return
+                yield np.ascontiguousarray(frame[..., ::-1])
+        finally:
+            capture.release()
+
+
+def chunks(frames, size: int) -> Iterator[list[np.ndarray]]:
+    chunk = []
+    for frame in frames:
+        chunk.append(frame)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of (N, 4) and (M, 4) xywh boxes."""
+    a0, a1 = a[:, None, :2], a[:, None, :2] + a[:, None, 2:4]
+    b0, b1 = b[None, :, :2], b[None, :, :2] + b[None, :, 2:4]
+    inter = np.clip(np.minimum(a1, b1) - np.maximum(a0, b0), 0, None).prod(-1)
+    union = a[:, None, 2:4].prod(-1) + b[None, :, 2:4].prod(-1) - inter
+    return inter / np.maximum(union, 1e-9)
+
+
+class IoUTracker:
+    """Track ids for each frame's person boxes: a box continues the track whose last box it overlaps most
+    (IoU >= ``min_iou``, greedy by IoU); a track unseen for ``max_age`` frames ends; other boxes start tracks."""
+
+    def __init__(self, min_iou: float = 0.3, max_age: int = 30):
+        self.min_iou, self.max_age = min_iou, max_age
+        self.tracks: dict[int, tuple[np.ndarray, int]] = {}  # id -> (last box xywh, frame last seen)
+        self.next_id, self.frame = 0, -1
+
+    def update(self, boxes: np.ndarray) -> list[int]:
+        self.frame += 1
+        self.tracks = {t: v for t, v in self.tracks.items() if self.frame - v[1] <= self.max_age}
+        ids = [-1] * len(boxes)
+        track_ids = list(self.tracks)
+        if len(boxes) and track_ids:
+            overlaps = iou_matrix(np.asarray(boxes)[:, :4], np.stack([self.tracks[t][0] for t in track_ids]))
+            for flat in np.argsort(-overlaps, axis=None):
+                i, j = divmod(int(flat), len(track_ids))
+                if overlaps[i, j] < self.min_iou:
+                    break
+                if ids[i] == -1 and track_ids[j] not in ids:
+                    ids[i] = track_ids[j]
+        for i, box in enumerate(boxes):
+            if ids[i] == -1:
+                ids[i], self.next_id = self.next_id, self.next_id + 1
+            self.tracks[ids[i]] = (np.asarray(box[:4], dtype=np.float64), self.frame)
+        return ids
+
+
+def person_record(person: dict) -> dict:
+    points = np.concatenate([person["points"], person["scores"][:, None]], axis=1)
+    return {"track_id": person["track_id"], "bbox": np.asarray(person["bbox"], dtype=np.float64).round(2).tolist(),
+            "score": round(person["score"], 4), "keypoints": points.reshape(-1).round(2).tolist()}
+
+
+@torch.no_grad()
+def predict_video(models: list[Model], frames: Frames, out: Path, batch_size: int,
+                  source: BoxSource = whole_image, mask_model: Model | None = None) -> tuple[Path, Path]:
+    """Writes ``OUT/NAME.mp4`` (one sheet per frame) and ``OUT/NAME.json``; returns their paths."""
+    name = frames.path.stem if not frames.folder else frames.path.name
+    video_file, json_file = out / f"{name}.mp4", out / f"{name}.json"
+    modules = {m.task: m.module for m in models}
+    trackers = {m.task: IoUTracker() for m in models if m.is_pose}
+    writer, records, index = None, [], 0
+    progress = tqdm(total=frames.count, desc="predict", unit="frame")
+    try:
+        for chunk in chunks(frames, batch_size):
+            keys = [f"frame{index + k:06d}" for k in range(len(chunk))]
+            for frame, result in zip(chunk, infer_chunk(models, keys, chunk, source, batch_size, mask_model)):
+                record = {"frame": index, "time": round(index / frames.fps, 4)}
+                for task, tracker in trackers.items():
+                    people = result[task]
+                    for person, track_id in zip(people, tracker.update(np.array([p["bbox"] for p in people]))):
+                        person["track_id"] = track_id
+                    record["people"] = [person_record(p) for p in people]
+                picture = sheet(frame, result, modules, legend=False)[..., ::-1]
+                if writer is None:
+                    writer = cv2.VideoWriter(str(video_file), cv2.VideoWriter_fourcc(*"mp4v"), frames.fps,
+                                             (picture.shape[1], picture.shape[0]))
+                    if not writer.isOpened():
+                        raise SystemExit(f"--out: cannot write {video_file} (OpenCV has no mp4v encoder here)")
+                writer.write(np.ascontiguousarray(picture))
+                records.append(record)
+                index += 1
+            progress.update(len(chunk))
+    finally:
+        progress.close()
+        if writer is not None:
+            writer.release()
+    if not records:
+        raise SystemExit(f"--input {frames.path}: no frame could be read")
+    json_file.write_text(json.dumps({"video": frames.path.name, "fps": frames.fps, "frames": records,
+                                     "tasks": [m.task for m in models]}))
+    return video_file, json_file
