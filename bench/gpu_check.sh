@@ -9,8 +9,9 @@
 #  (ii) peak GPU memory of the 1b pose model at 1024x768 with FSDP2 (bf16 compute, float32 reduce)
 #       and activation checkpointing on every block, per-rank batch $FSDP_BATCH (default 4), over
 #       $NGPU GPUs (default 1: a world-size-1 FSDP2; NGPU=8 shards over 8 GPUs of this node).
+#  (iii) prediction people/s of the 0.4b pose model at 1024x768, bf16, batch 1 and batch 16.
 #
-# One line per figure; at most ~7.5 minutes (each check runs under `timeout`). Without a GPU it says so
+# One line per figure; at most ~10 minutes (each check runs under `timeout`). Without a GPU it says so
 # and exits 0. Environment:
 #   PEAK_TFLOPS  dense bf16 peak per GPU (default: 989 for H100/H200, 312 for A100, else 989)
 #   BATCH, FSDP_BATCH, NGPU, PYTHON (default: the repo's .venv/bin/python if present, else python)
@@ -61,5 +62,11 @@ timeout --kill-after=15 240 "$PYTHON" -m torch.distributed.run --standalone --np
     bench/gpu_check.py fsdp-memory --size 1b --input 1024 768 --batch "$FSDP_BATCH" --checkpointing 1 --steps 3 ${EXTRA[@]+"${EXTRA[@]}"} 2>&1 \
     | grep -v -e "^model from size preset" -e "Warning" -e "OMP_NUM_THREADS" -e "^\*\*\*\*" ; rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 0 ]; then echo "gpu_check: FSDP2 memory check failed (exit $rc; 124 = timed out)"; status=1; fi
+
+echo "== (iii) prediction: pose 0.4b, 1024x768, bf16, people/s at batch 1 and batched (bench/predict_speed.py)"
+timeout --kill-after=15 150 "$PYTHON" bench/predict_speed.py --device cuda --size 0.4b --input 1024 768 \
+    --images 32 --batch 16 --precision bf16 --rounds 2 --data data/bench-predict 2>&1 \
+    | grep -v -e "^model from size preset" -e "Warning" -e "synthetic dataset" ; rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ]; then echo "gpu_check: prediction check failed (exit $rc; 124 = timed out)"; status=1; fi
 
 exit $status

@@ -58,6 +58,11 @@ def main(argv: list[str] | None = None) -> Path:
                         help="normal / pointmap: a seg or matting model (same forms as --model) whose people mask the "
                              "normal and depth pictures (the .npy files keep every pixel)")
     parser.add_argument("--batch_size", type=int, default=8, help="images (and person crops) per forward pass")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="threads decoding the next images while the models run (0: decode in line)")
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
+                        help="bf16 autocast of the models (auto: bf16 on a GPU, fp32 on the CPU)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile each model before its first batch")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -90,12 +95,18 @@ def main(argv: list[str] | None = None) -> Path:
         if mask_task not in ("seg", "matting"):
             raise SystemExit(f"--mask_model: {args.mask_model} is a {mask_task} model; give a seg or matting one")
         mask_model = Model(mask_module, mask_task, out / "mask_model")
-    if video:
-        clip, records = predict_video(models, frames, out, args.batch_size, source, mask_model)
-        print(f"{frames.path.name}: {clip} ({frames.fps:g} frames/s) and per-frame results in {records}")
-        return out
-    counts, skipped = predict_images(models, images, args.batch_size, source, ids, mask_model,
-                                     out / "sheets" if several else None)
+    if args.compile:
+        for m in models + ([mask_model] if mask_model else []):
+            m.module.model.compile()
+    device_type = torch.device(args.device).type
+    bf16 = args.precision == "bf16" or (args.precision == "auto" and device_type == "cuda")
+    with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):
+        if video:
+            clip, records = predict_video(models, frames, out, args.batch_size, source, mask_model)
+            print(f"{frames.path.name}: {clip} ({frames.fps:g} frames/s) and per-frame results in {records}")
+            return out
+        counts, skipped = predict_images(models, images, args.batch_size, source, ids, mask_model,
+                                         out / "sheets" if several else None, args.workers)
     read = len(images) - skipped
     done = "; ".join(f"{counts[m.task]} people in {read} images -> {m.out / 'keypoints.json'}, overlays in "
                      f"{m.out / 'overlays'}" if m.is_pose else f"{m.task} maps of {counts[m.task]} images -> {m.out}"

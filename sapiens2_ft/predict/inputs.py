@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
+from queue import Queue
+from threading import Thread
+from typing import Iterable, Iterator, TypeVar
 
 import numpy as np
 from tqdm import tqdm
@@ -11,6 +15,7 @@ from tqdm import tqdm
 from datamodules.errors import DataError
 from datamodules.images import read_image
 
+T = TypeVar("T")
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 
 
@@ -38,8 +43,51 @@ def read_or_warn(path: Path) -> np.ndarray | None:
         return None
 
 
-def read_chunk(items: list[tuple[str, Path]]) -> tuple[list[str], list[np.ndarray], int]:
-    """The keys and images of the readable ones of ``items``, and how many were skipped."""
-    read = [(key, read_or_warn(path)) for key, path in items]
+def read_chunk(items: list[tuple[str, Path]], pool: ThreadPoolExecutor | None = None
+               ) -> tuple[list[str], list[np.ndarray], int]:
+    """The keys and images of the readable ones of ``items``, and how many were skipped (decoded by ``pool``'s
+    threads when given: OpenCV releases the GIL while it decodes)."""
+    decoded = pool.map(read_or_warn, [path for _, path in items]) if pool else map(read_or_warn, [p for _, p in items])
+    read = list(zip([key for key, _ in items], decoded))
     kept = [(key, image) for key, image in read if image is not None]
     return [key for key, _ in kept], [image for _, image in kept], len(read) - len(kept)
+
+
+class _Failed:
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+def background(items: Iterable[T], depth: int = 2) -> Iterator[T]:
+    """``items``, produced by a background thread up to ``depth`` ahead (decoding overlaps the model); an
+    exception in the producer is raised here."""
+    queue: Queue = Queue(maxsize=depth)
+    end = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                queue.put(item)
+        except BaseException as err:  # handed to the consumer
+            queue.put(_Failed(err))
+        finally:
+            queue.put(end)
+
+    Thread(target=produce, daemon=True).start()
+    while (item := queue.get()) is not end:
+        if isinstance(item, _Failed):
+            raise item.error
+        yield item
+
+
+def read_chunks(items: list[tuple[str, Path]], batch_size: int, workers: int
+                ) -> Iterator[tuple[list[str], list[np.ndarray], int]]:
+    """``read_chunk`` of every ``batch_size`` items; with ``workers`` > 0 decoded by that many threads, the next
+    chunk while the current one is in the model."""
+    if workers <= 0:
+        for start in range(0, len(items), batch_size):
+            yield read_chunk(items[start:start + batch_size])
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        yield from background(read_chunk(items[start:start + batch_size], pool)
+                              for start in range(0, len(items), batch_size))

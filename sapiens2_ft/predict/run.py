@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from sapiens2_ft.predict.boxes import BoxSource, whole_image
 from sapiens2_ft.predict.dense import dense_files, dense_maps, figure_mask
-from sapiens2_ft.predict.inputs import output_name, read_chunk
+from sapiens2_ft.predict.inputs import output_name, read_chunks
 from sapiens2_ft.predict.pose import PoseResults, estimate
 from sapiens2_ft.predict.sheet import sheet
 from sapiens2_ft.tasks.base import write_arrays
@@ -66,17 +66,17 @@ def infer_chunk(models: list[Model], keys: list[str], images: list[np.ndarray], 
 
 def predict_images(models: list[Model], images: dict[str, Path], batch_size: int, source: BoxSource = whole_image,
                    ids: dict[str, int] | None = None, mask_model: Model | None = None,
-                   sheets: Path | None = None) -> tuple[dict[str, int], int]:
+                   sheets: Path | None = None, workers: int = 2) -> tuple[dict[str, int], int]:
     """Runs every model on every readable image and writes the results. Returns (per task: people found for
-    pose, images written for the dense tasks; unreadable images skipped)."""
+    pose, images written for the dense tasks; unreadable images skipped). ``workers`` threads decode the next
+    images while the models run."""
     ids = ids or {key: i + 1 for i, key in enumerate(images)}
     pose = {m.task: PoseResults(m.out, m.module.metainfo) for m in models if m.is_pose}
     counts = {m.task: 0 for m in models}
     modules = {m.task: m.module for m in models}
     items, skipped = list(images.items()), 0
     progress = tqdm(total=len(items), desc="predict", unit="image")
-    for start in range(0, len(items), batch_size):
-        keys, originals, unreadable = read_chunk(items[start:start + batch_size])
+    for keys, originals, unreadable in read_chunks(items, batch_size, workers):
         skipped += unreadable
         progress.update(unreadable)
         if not keys:

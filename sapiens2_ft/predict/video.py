@@ -14,7 +14,7 @@ import torch
 from tqdm import tqdm
 
 from sapiens2_ft.predict.boxes import BoxSource, whole_image
-from sapiens2_ft.predict.inputs import IMAGE_SUFFIXES, read_or_warn
+from sapiens2_ft.predict.inputs import IMAGE_SUFFIXES, background, read_or_warn
 from sapiens2_ft.predict.run import Model, infer_chunk
 from sapiens2_ft.predict.sheet import sheet
 
@@ -132,7 +132,7 @@ def predict_video(models: list[Model], frames: Frames, out: Path, batch_size: in
     writer, records, index = None, [], 0
     progress = tqdm(total=frames.count, desc="predict", unit="frame")
     try:
-        for chunk in chunks(frames, batch_size):
+        for chunk in background(chunks(frames, batch_size)):  # the next frames decode while these are in the models
             keys = [f"frame{index + k:06d}" for k in range(len(chunk))]
             for frame, result in zip(chunk, infer_chunk(models, keys, chunk, source, batch_size, mask_model)):
                 record = {"frame": index, "time": round(index / frames.fps, 4)}
