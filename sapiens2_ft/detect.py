@@ -19,15 +19,10 @@ import torch
 from tqdm import tqdm
 
 from sapiens2_ft.check_data import DataCheckCLI
-from sapiens2_ft.models.detector import DEFAULT_DETECTOR, box_iou
+from sapiens2_ft.models.detector import DEFAULT_DETECTOR, box_iou, xywh_to_xyxy
 from sapiens2_ft.predict.boxes import add_box_arguments, box_source
 from sapiens2_ft.predict.inputs import read_chunk
 from sapiens2_ft.training.cli import resolve_config_args, task_of
-
-
-def xyxy(boxes) -> torch.Tensor:
-    b = torch.as_tensor(np.asarray(boxes, dtype=np.float64).reshape(-1, 4))
-    return torch.cat([b[:, :2], b[:, :2] + b[:, 2:]], dim=1)
 
 
 def recall(found: dict[int, np.ndarray], truth: dict[int, list], iou: float = 0.5) -> tuple[int, int]:
@@ -37,7 +32,7 @@ def recall(found: dict[int, np.ndarray], truth: dict[int, list], iou: float = 0.
         total += len(people)
         boxes = found.get(image_id)
         if people and boxes is not None and len(boxes):
-            hits += int((box_iou(xyxy(people), xyxy(boxes[:, :4])).max(1).values >= iou).sum())
+            hits += int((box_iou(xywh_to_xyxy(people), xywh_to_xyxy(boxes[:, :4])).max(1).values >= iou).sum())
     return hits, total
 
 

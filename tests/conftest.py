@@ -170,3 +170,14 @@ def tiny_detector(out: Path, labels=("person", "car", "dog"), size: int = 128, s
 @pytest.fixture(scope="session")
 def tiny_detector_dir(tmp_path_factory) -> Path:
     return tiny_detector(tmp_path_factory.mktemp("tiny-rtdetr"))
+
+
+DEMO_IMAGES = 300  # the demo tests' data: 240 train / 60 val images of the demos' seed 0
+
+
+@pytest.fixture(scope="session")
+def demo_data(tmp_path_factory) -> Path:
+    """The demos' synthetic data, fewer images, rendered once for the pose and dense demo tests."""
+    from datamodules.synthetic import ensure_dataset
+
+    return ensure_dataset(tmp_path_factory.mktemp("demo_data") / "synthetic", DEMO_IMAGES, seed=0)

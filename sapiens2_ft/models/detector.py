@@ -35,6 +35,12 @@ def box_iou(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return inter / (area_a[:, None] + area_b[None, :] - inter).clamp_min(1e-9)
 
 
+def xywh_to_xyxy(boxes) -> torch.Tensor:
+    """(N, 4+) ``[x, y, w, h, ...]`` boxes (any array-like) -> (N, 4) float64 xyxy."""
+    b = torch.as_tensor(np.asarray(boxes, dtype=np.float64).reshape(len(boxes), -1)[:, :4])
+    return torch.cat([b[:, :2], b[:, :2] + b[:, 2:]], dim=1)
+
+
 def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, groups: torch.Tensor, iou: float) -> torch.Tensor:
     """Greedy NMS within each group (e.g. each image) in one pass: indices kept, by descending score.
 

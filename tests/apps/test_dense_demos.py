@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from datamodules.dense_datamodule import DenseDataModule
-from datamodules.synthetic import ensure_dataset
+from conftest import DEMO_IMAGES
 from sapiens2_ft.tasks.matting.metric import MattingMetrics
 from sapiens2_ft.tasks.normal.metric import NormalMetrics
 from sapiens2_ft.tasks.seg.metric import SegmentationMetrics
@@ -23,7 +23,6 @@ pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("SAPIENS2_FT_DEMO_SEED", "0"))  # the training seed (the spread over seeds: below)
 PANELS = {"seg": "segmentation", "normal": "normals", "pointmap": "depth", "matting": "matting"}
-NUM_IMAGES = 300
 MIN_LOSS_DROP = 0.85  # last logged train losses below this fraction of the first ones
 # Measured with the mini backbone of assets/ (seeds 0, 1, 2): seg mIoU 0.068, 0.061, 0.076 against 0.042 for
 # background everywhere (train loss x0.67, x0.72, x0.66); normal 36.8, 33.0, 34.7 deg against 38.8 for the mean
@@ -32,13 +31,6 @@ MIN_LOSS_DROP = 0.85  # last logged train losses below this fraction of the firs
 # does not reach the per-pixel mean pointmap of the val split (its predicted scale, hence metric Z, is far off;
 # the full demo: L2 0.98 m against 0.79 m).
 STEPS = {"seg": 100, "normal": 100, "matting": 100, "pointmap": 50}
-
-
-@pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    root = tmp_path_factory.mktemp("dense_demo") / "synthetic"
-    ensure_dataset(root, NUM_IMAGES, seed=0)
-    return root
 
 
 def _val_batches(root, task):
@@ -73,7 +65,7 @@ def _run(task, root, run_dir, steps):
     return main([
         "--config", f"{task}_demo.yaml", "--run_dir", str(run_dir), "--data.root", str(root),
         "--seed_everything", str(SEED),
-        "--data.synthetic.num_images", str(NUM_IMAGES), "--trainer.max_steps", str(steps),
+        "--data.synthetic.num_images", str(DEMO_IMAGES), "--trainer.max_steps", str(steps),
         "--trainer.val_check_interval", str(max(steps, 1)), "--trainer.enable_progress_bar", "false",
     ])
 
@@ -86,8 +78,8 @@ def _loss_drop(run_dir) -> tuple[float, float]:
 
 @pytest.mark.parametrize("task,better", [("seg", "higher"), ("normal", "lower"), ("matting", "lower"),
                                          ("pointmap", None)])
-def test_dense_demo_learns(task, better, synthetic, tmp_path):
-    summary = _run(task, synthetic, tmp_path / "run", STEPS[task])
+def test_dense_demo_learns(task, better, demo_data, tmp_path):
+    summary = _run(task, demo_data, tmp_path / "run", STEPS[task])
     first, last = _loss_drop(tmp_path / "run")
     print(f"{task}: train loss {first:.3f} -> {last:.3f}; val {summary['metrics']}")
     assert last < MIN_LOSS_DROP * first, f"train loss did not drop: {first:.3f} -> {last:.3f}"
@@ -98,6 +90,6 @@ def test_dense_demo_learns(task, better, synthetic, tmp_path):
     if better is None:
         return
     key = summary["monitor"].removeprefix("val/")
-    value, baseline = summary["metrics"][key], constant_baseline(synthetic, task)
+    value, baseline = summary["metrics"][key], constant_baseline(demo_data, task)
     print(f"{task}: val {key} {value:.4f} vs baseline {baseline:.4f}")
     assert (value > baseline) if better == "higher" else (value < baseline), (value, baseline)

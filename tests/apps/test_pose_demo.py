@@ -1,4 +1,4 @@
-"""End to end: the pose demo recipe, shortened to STEPS steps on NUM_IMAGES freshly rendered images, learns.
+"""End to end: the pose demo recipe, shortened to STEPS steps on DEMO_IMAGES rendered images, learns.
 
 ``SAPIENS2_FT_DEMO_SEED`` (default 0) sets the training seed, to measure the spread the bounds below are
 calibrated on:  ``for s in 0 1 2; do SAPIENS2_FT_DEMO_SEED=$s pytest -s tests/apps/test_pose_demo.py; done``.
@@ -11,12 +11,13 @@ import os
 
 import pytest
 
+from conftest import DEMO_IMAGES
 from sapiens2_ft.training.cli import main
 
 pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("SAPIENS2_FT_DEMO_SEED", "0"))
-NUM_IMAGES, STEPS = 300, 100
+STEPS = 100
 # Measured with these settings on 2 cores (mini backbone of assets/), AP50 / AR50 / last over first train loss:
 # seed 0 0.065 / 0.139 / x0.77, seed 1 0.076 / 0.188 / x0.83, seed 2 0.059 / 0.168 / x0.81. A head that has not
 # learned scores AP50 0 and AR50 0 and keeps its loss; the AP50 and AR50 bounds sit below half the lowest values.
@@ -25,11 +26,11 @@ MIN_AR50 = 0.06
 MAX_LOSS_FRACTION = 0.9  # the last two logged train losses against the first two
 
 
-def test_pose_demo_lowers_loss_and_reaches_ap(tmp_path):
+def test_pose_demo_lowers_loss_and_reaches_ap(demo_data, tmp_path):
     run_dir = tmp_path / "run"
     summary = main([
         "--config", "pose_demo.yaml", "--run_dir", str(run_dir), "--seed_everything", str(SEED),
-        "--data.root", str(tmp_path / "synthetic"), "--data.synthetic.num_images", str(NUM_IMAGES),
+        "--data.root", str(demo_data), "--data.synthetic.num_images", str(DEMO_IMAGES),
         "--trainer.max_steps", str(STEPS), "--trainer.val_check_interval", str(STEPS),
         "--trainer.enable_progress_bar", "false",
     ])
