@@ -3,20 +3,23 @@
 Two layouts: a Lightning ``.ckpt`` file (one device, DDP) and an FSDP2 distributed checkpoint
 directory (``meta.pt`` + ``.metadata`` + shards, written by ``ModelParallelStrategy``). Every module
 stores a ``sapiens2_ft`` record in its checkpoints (task, the transformers model config, the keypoint
-set), so the model can be rebuilt from the checkpoint alone. Only tensors and plain containers are
+set, LoRA settings), so the model can be rebuilt from the checkpoint alone; adapters are merged into the
+weights on loading. Only tensors and plain containers are
 unpickled (``torch.load(weights_only=True)``); weights whose names or shapes differ from the model
 are refused with the differences listed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 from torch import nn
 from transformers import Sapiens2Config
+
+from sapiens2_ft.models.adapters import LoraOptions, adapt, merge_lora
 
 RECORD_KEY = "sapiens2_ft"
 METADATA_FILE = "meta.pt"  # Lightning's name for the non-tensor part of a distributed checkpoint
@@ -28,10 +31,14 @@ class CheckpointError(ValueError):
 
 
 def model_record(module) -> dict:
-    """What a module stores in its checkpoints to rebuild its model: task, config, keypoint set."""
+    """What a module stores in its checkpoints to rebuild its model: task, config, keypoint set, and the LoRA
+    settings of a model with adapters (``{"lora": {"rank", "alpha", ...}}``)."""
     record = {"task": module.task, "model_config": module.model.config.to_dict()}
     if getattr(module, "metainfo", None) is not None:
         record["keypoints"] = module.metainfo.to_dict()
+    lora = getattr(module, "lora", None)
+    if lora is not None and lora.rank > 0:
+        record["adapters"] = {"lora": asdict(lora)}
     return record
 
 
@@ -45,6 +52,7 @@ class CheckpointInfo:
     epoch: int
     wandb_run_id: str | None
     hyper_parameters: dict
+    adapters: dict | None = None  # {"lora": LoraOptions fields} when the model was trained with adapters
 
     @property
     def labels(self) -> list[str]:
@@ -84,7 +92,7 @@ def read_info(path: str | Path) -> CheckpointInfo:
     return CheckpointInfo(path=path, task=record["task"], model_config=record["model_config"],
                           keypoints=record.get("keypoints"), global_step=int(data.get("global_step", 0)),
                           epoch=int(data.get("epoch", 0)), wandb_run_id=record.get("wandb_run_id"),
-                          hyper_parameters=dict(data.get("hyper_parameters") or {}))
+                          hyper_parameters=dict(data.get("hyper_parameters") or {}), adapters=record.get("adapters"))
 
 
 def model_key(key: str) -> str | None:
@@ -141,12 +149,20 @@ def load_model(path: str | Path, model_class: Callable[[str], type]) -> tuple[nn
     info = read_info(path)
     config = Sapiens2Config.from_dict(info.model_config)
     model = model_class(info.task)(config)
+    lora = (info.adapters or {}).get("lora")
+    stored = model
+    if lora:  # the names and shapes the checkpoint holds: the model with its adapters (on meta, no memory)
+        with torch.device("meta"):
+            stored = model_class(info.task)(config)
+        adapt(stored, lora=LoraOptions(**lora))
     if info.path.is_dir():
-        weights = _read_distributed_weights(info.path, model)
+        weights = _read_distributed_weights(info.path, stored)
     else:
         weights = _read_file_weights(info.path)
-        check_keys({k: v.shape for k, v in model.state_dict().items()}, {k: v.shape for k, v in weights.items()},
+        check_keys({k: v.shape for k, v in stored.state_dict().items()}, {k: v.shape for k, v in weights.items()},
                    info.path)
+    if lora:
+        weights = merge_lora(weights, lora["alpha"], lora["rank"])
     model.load_state_dict({k: v.float() for k, v in weights.items()}, strict=True)
     return model.eval(), info
 

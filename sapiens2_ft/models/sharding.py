@@ -108,13 +108,17 @@ def _broadcast_object(obj, src: int = 0):
 
 
 def place_model(build: Callable[[], tuple[nn.Module, LoadReport]], model_class: type, config: ScaleConfig,
-                mesh=None, device: torch.device | None = None) -> tuple[nn.Module, LoadReport | None]:
+                mesh=None, device: torch.device | None = None,
+                adapt: Callable[[nn.Module], None] | None = None) -> tuple[nn.Module, LoadReport | None]:
     """Build (``build()`` -> a ``model_class`` model, report) and place the model; see the module docstring.
+    ``adapt`` (freezing, LoRA: ``models.adapters``) changes every copy of the model the same way first.
 
     With a mesh, the report is returned on rank 0 only (None elsewhere).
     """
+    adapt = adapt or (lambda model: None)
     if mesh is None:
         model, report = build()
+        adapt(model)
         apply_activation_checkpointing(model, config.activation_checkpointing)
         return model.train(), report  # from_pretrained returns eval mode; Lightning keeps each module's mode
 
@@ -122,9 +126,12 @@ def place_model(build: Callable[[], tuple[nn.Module, LoadReport]], model_class: 
 
     rank = dist.get_rank()
     full, report = build() if rank == 0 else (None, None)
+    if rank == 0:
+        adapt(full)
     model_config = _broadcast_object(full.config if rank == 0 else None)
     with torch.device("meta"):
         model = model_class(model_config)
+    adapt(model)
     apply_activation_checkpointing(model, config.activation_checkpointing)
     on_gpu = device is not None and device.type == "cuda"
     shard_model(model, mesh, config, on_gpu)

@@ -10,6 +10,7 @@ methods of :class:`TaskInterface`.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Iterable, Protocol, Sequence, runtime_checkable
 
@@ -22,6 +23,7 @@ from torch import nn
 
 from datamodules.hparams import as_dataclass, plain_hparams
 from sapiens2_ft.compat import attached_trainer
+from sapiens2_ft.models.adapters import LoraOptions, adapt, trainable_summary
 from sapiens2_ft.models.checkpoints import RECORD_KEY, model_record
 from sapiens2_ft.models.factory import LoadReport
 from sapiens2_ft.models.init_from import build_from_run
@@ -139,6 +141,10 @@ class TaskModule(L.LightningModule):
         attn_implementation: ``sdpa`` or ``eager``.
         optim: Optimiser and schedule.
         scale: Activation checkpointing and FSDP2 options (``sapiens2_ft.models.sharding.ScaleConfig``).
+        freeze: ``none``, ``backbone`` (train the head only) or ``first_n_blocks`` (the patch embedding and the
+            first ``freeze_blocks`` transformer blocks stay as loaded).
+        freeze_blocks: How many blocks ``first_n_blocks`` freezes.
+        lora: LoRA adapters on the backbone (``sapiens2_ft.models.adapters.LoraOptions``; rank 0: off).
     """
 
     task: str  # the task registry's name, set by each subclass
@@ -155,6 +161,9 @@ class TaskModule(L.LightningModule):
         attn_implementation: str = "sdpa",
         optim: OptimConfig = OptimConfig(),
         scale: ScaleConfig = ScaleConfig(),
+        freeze: str = "none",
+        freeze_blocks: int = 0,
+        lora: LoraOptions = LoraOptions(),
     ):
         super().__init__()
         self.save_hyperparameters()  # the subclass's arguments too
@@ -162,6 +171,7 @@ class TaskModule(L.LightningModule):
         # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the objects here.
         self.optim = as_dataclass(OptimConfig, optim)
         self.scale = as_dataclass(ScaleConfig, scale)
+        self.lora = as_dataclass(LoraOptions, lora)
         self.labels: list[str] = list(self.spec.outputs)  # a label-set task sets its own
         self.model: nn.Module | None = None  # built in configure_model, for the trainer's strategy
         self.load_report: LoadReport | None = None
@@ -201,10 +211,16 @@ class TaskModule(L.LightningModule):
         mesh = self.device_mesh["data_parallel"] if self.device_mesh is not None else None
         trainer = attached_trainer(self)
         device = trainer.strategy.root_device if trainer is not None else None
-        self.model, report = place_model(self.build, model_class(self.task), self.scale, mesh, device)
+        hp = self.hparams
+        self.model, report = place_model(self.build, model_class(self.task), self.scale, mesh, device,
+                                         partial(adapt, freeze=hp.freeze, freeze_blocks=hp.freeze_blocks,
+                                                 lora=self.lora))
         if report is not None:
             self.load_report = report
             rank_zero_info(str(report))
+        if hp.freeze != "none" or self.lora.rank > 0:
+            rank_zero_info(f"model.freeze {hp.freeze}, model.lora.rank {self.lora.rank}: "
+                           f"{trainable_summary(self.model)}")
 
     def forward(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
         """Normalised images (B, 3, H, W) -> the task's outputs (``predict``)."""
