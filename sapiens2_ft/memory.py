@@ -6,15 +6,17 @@ for the configured size, resolution, batch and strategy, and whether it fits ``-
 
 How the figures are made:
 - parameter counts: the task model built on the meta device (exact, nothing allocated);
-- parameters, gradients, AdamW moments: fp32 (4 + 4 + 8 bytes per parameter), divided by the world
-  size under FSDP2; DDP adds gradient buckets (4 bytes per parameter);
+- parameters, gradients, AdamW moments: fp32 (4 + 4 + 8 bytes per parameter; gradients and moments only
+  for the parameters that train: ``model.freeze``, ``model.lora``), divided by the world size under FSDP2;
+  DDP adds gradient buckets (4 bytes per trained parameter);
 - FSDP2 gathered parameters: two blocks (the current one and the prefetched next) plus the root
   (embeddings, head) in the compute dtype;
 - activations: one real transformer block of each kind (full and grouped-query attention) run on the
   CPU for one sample at the configured token count (bf16 autocast for bf16 precision), counting the
   tensors autograd saves for backward; times the batch and the number of blocks of each kind; plus the
   head, counted on the meta device. Checkpointed blocks keep only their input, and backward
-  recomputes one block at a time.
+  recomputes one block at a time. Frozen blocks with nothing trainable before them save nothing; a LoRA
+  block is measured with its adapters.
 Not counted: the CUDA context and allocator fragmentation (keep ~10% free), data-loader pinned memory.
 The activations are those of eager PyTorch; ``torch.compile`` fuses element-wise ops and saves less.
 """
@@ -33,6 +35,7 @@ from transformers import Sapiens2Config
 from transformers.models.sapiens2.modeling_sapiens2 import Sapiens2Layer, Sapiens2RopePositionEmbedding
 
 from sapiens2_ft.models import presets
+from sapiens2_ft.models.adapters import LoraOptions, adapt, add_lora
 from sapiens2_ft.tasks.registry import build_task_model, label_names, task_spec
 
 GIB = 2**30
@@ -53,6 +56,9 @@ class Setup:
     bf16: bool
     checkpoint_every: int
     cpu_offload: bool
+    freeze: str = "none"  # model.freeze
+    freeze_blocks: int = 0
+    lora: LoraOptions | None = None  # model.lora (rank 0: none)
 
 
 @dataclass
@@ -66,6 +72,7 @@ class Estimate:
     activations: float
     activations_checkpointed: float
     num_params: int
+    trainable_params: int = 0  # 0: all of num_params
 
     def total(self, checkpointed: bool) -> float:
         act = self.activations_checkpointed if checkpointed else self.activations
@@ -86,11 +93,17 @@ def _saved_bytes(fn) -> int:
     return total
 
 
-def block_activation_bytes(config: Sapiens2Config, layer_idx: int, input_size, bf16: bool) -> tuple[int, int, int]:
+def block_activation_bytes(config: Sapiens2Config, layer_idx: int, input_size, bf16: bool,
+                           lora: LoraOptions | None = None) -> tuple[int, int, int]:
     """(saved bytes per sample, saved bytes independent of the batch, input bytes per sample) of one
-    block, measured on the CPU at batch 1 and 2 (autocast saves bf16 copies of the weights once)."""
+    block, measured on the CPU at batch 1 and 2 (autocast saves bf16 copies of the weights once); with
+    ``lora``, the block with its adapters and its own weights frozen."""
     torch.manual_seed(0)
     layer = Sapiens2Layer(config, layer_idx=layer_idx)
+    if lora is not None and lora.rank > 0:
+        holder = torch.nn.Module()
+        holder.layer = torch.nn.ModuleList([layer])  # the names LoRA's targets expect: layer.N.attention.*
+        add_lora(holder, lora)
     rope = Sapiens2RopePositionEmbedding(config)
     h, w = input_size
     tokens = 1 + config.num_register_tokens + (h // config.patch_size) * (w // config.patch_size)
@@ -120,8 +133,10 @@ def estimate(setup: Setup) -> Estimate:
     labels = list(task_spec(setup.task).outputs) or [f"label_{i}" for i in range(setup.num_labels)]
     with torch.device("meta"):
         model, _ = build_task_model(setup.task, labels, setup.input_size, size=setup.size)
+        adapt(model, setup.freeze, setup.freeze_blocks, setup.lora)
     config = model.config
     num_params = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     blocks = [m for m in model.modules() if isinstance(m, Sapiens2Layer)]
     block_params = max(sum(p.numel() for p in b.parameters()) for b in blocks)
     sharded = setup.strategy == "fsdp2"
@@ -132,37 +147,48 @@ def estimate(setup: Setup) -> Estimate:
         root_params = num_params - sum(sum(p.numel() for p in b.parameters()) for b in blocks)
         buffers = (2 * block_params + root_params) * compute_bytes
     else:
-        buffers = 4 * num_params if setup.strategy == "ddp" else 0
+        buffers = 4 * trainable if setup.strategy == "ddp" else 0
 
     num_full = config.num_first_full_attention_layers + config.num_last_full_attention_layers
     num_full = min(num_full, config.num_hidden_layers)
-    full = block_activation_bytes(config, 0, setup.input_size, setup.bf16)
+    full = block_activation_bytes(config, 0, setup.input_size, setup.bf16, setup.lora)
     gqa = full
     if num_full < config.num_hidden_layers:
-        gqa = block_activation_bytes(config, config.num_first_full_attention_layers, setup.input_size, setup.bf16)
+        gqa = block_activation_bytes(config, config.num_first_full_attention_layers, setup.input_size, setup.bf16,
+                                     setup.lora)
     b = setup.batch_size
     head = head_activation_bytes(model, setup.input_size, b, setup.bf16)
     first = config.num_first_full_attention_layers
     last = config.num_hidden_layers - config.num_last_full_attention_layers
-    layers = [full if i < first or i >= last else gqa for i in range(config.num_hidden_layers)]
+    frozen = frozen_blocks(setup, config.num_hidden_layers)  # no gradient reaches them: nothing saved
+    layers = [(0, 0, 0) if i < frozen else full if i < first or i >= last else gqa
+              for i in range(config.num_hidden_layers)]
     activations = sum(b * per_sample + fixed for per_sample, fixed, _ in layers) + head
     every = setup.checkpoint_every
     if every > 0:  # a checkpointed block keeps its (fp32 residual) input; backward recomputes one block at a time
         kept = sum(b * per_sample + fixed for i, (per_sample, fixed, _) in enumerate(layers) if i % every != 0)
-        inputs = sum(b * block_input for i, (_, _, block_input) in enumerate(layers) if i % every == 0)
+        inputs = sum(b * block_input for i, (_, _, block_input) in enumerate(layers) if i % every == 0 and i >= frozen)
         recompute = max(b * per_sample + fixed for per_sample, fixed, _ in layers)
         checkpointed = kept + inputs + recompute + head
     else:
         checkpointed = activations
     return Estimate(
         params=on_device * 4 * num_params / shard,
-        grads=on_device * 4 * num_params / shard,
-        optimizer=on_device * 8 * num_params / shard,
+        grads=on_device * 4 * trainable / shard,
+        optimizer=on_device * 8 * trainable / shard,
         buffers=buffers,
         activations=activations,
         activations_checkpointed=checkpointed,
         num_params=num_params,
+        trainable_params=trainable,
     )
+
+
+def frozen_blocks(setup: Setup, num_blocks: int) -> int:
+    """How many leading blocks have no trainable parameter before them or in them."""
+    if setup.freeze == "backbone":
+        return num_blocks
+    return setup.freeze_blocks if setup.freeze == "first_n_blocks" else 0
 
 
 # --------------------------------------------------------------------------- reading a config
@@ -217,18 +243,23 @@ def setup_from_config(argv: list[str], world_size: int | None) -> Setup:
     strategy = _strategy_name(trainer.strategy)
     if strategy == "single" and world_size > 1:
         strategy = "ddp"
+    lora = model.lora
     return Setup(task=task, size=size, num_labels=num_labels, input_size=tuple(data.input_size),
                  batch_size=data.batch_size, world_size=world_size, strategy=strategy,
                  bf16="bf16" in precision, checkpoint_every=scale.activation_checkpointing or 0,
-                 cpu_offload=bool(scale.cpu_offload))
+                 cpu_offload=bool(scale.cpu_offload), freeze=model.freeze or "none",
+                 freeze_blocks=model.freeze_blocks or 0,
+                 lora=LoraOptions(**vars(lora)) if lora is not None and not isinstance(lora, LoraOptions) else lora)
 
 
 def report(setup: Setup, est: Estimate, device_memory_gb: float) -> str:
     s = setup
+    trainable = est.trainable_params or est.num_params
     lines = [
         f"{s.task} {s.size} ({est.num_params / 1e9:.3f} B parameters), input {s.input_size[0]}x{s.input_size[1]}, "
         f"batch {s.batch_size} per device, {s.strategy} on {s.world_size} device(s), "
         f"{'bf16' if s.bf16 else 'fp32'}{', CPU offload' if s.cpu_offload else ''}",
+        f"  training {fine_tuning(s)}: {trainable / 1e6:,.1f} M parameters ({100 * trainable / est.num_params:.2f}%)",
         f"  parameters (fp32)            {est.params / GIB:8.2f} GiB",
         f"  gradients (fp32)             {est.grads / GIB:8.2f} GiB",
         f"  AdamW state (fp32)           {est.optimizer / GIB:8.2f} GiB",
@@ -247,12 +278,50 @@ def report(setup: Setup, est: Estimate, device_memory_gb: float) -> str:
     return "\n".join(lines)
 
 
+def fine_tuning(setup: Setup) -> str:
+    """'all', 'the head', 'LoRA r16 + the head', ... of a setup."""
+    if setup.lora is not None and setup.lora.rank > 0:
+        return f"LoRA r{setup.lora.rank} + the head"
+    if setup.freeze == "backbone":
+        return "the head"
+    if setup.freeze == "first_n_blocks":
+        return f"all but the first {setup.freeze_blocks} blocks"
+    return "all"
+
+
+TABLE_SIZES = ("0.4b", "1b", "5b")
+TABLE_GPUS_GB = (24, 48, 80)
+
+
+def verdict_table(setup: Setup, lora_rank: int = 16) -> str:
+    """Markdown: total GiB with activation checkpointing on one GPU, per size and way of fine-tuning, and on which
+    of 24 / 48 / 80 GB it fits, for the setup's task, input and batch."""
+    ways = {"all": dict(freeze="none", lora=None), "head only": dict(freeze="backbone", lora=None),
+            f"LoRA r{lora_rank}": dict(freeze="none", lora=LoraOptions(rank=lora_rank, alpha=2.0 * lora_rank))}
+    rows = ["| size | fine-tuned | trains | total (GiB) | " + " | ".join(f"{g} GB" for g in TABLE_GPUS_GB) + " |",
+            "|---|---|---|---|" + "---|" * len(TABLE_GPUS_GB)]
+    for size in TABLE_SIZES:
+        for name, way in ways.items():
+            one = Setup(**{**vars(setup), "size": size, "world_size": 1, "strategy": "single", "cpu_offload": False,
+                           "checkpoint_every": 1, "freeze_blocks": 0, **way})
+            print(f"measuring {size}, {name} ...", file=sys.stderr)
+            est = estimate(one)
+            total = est.total(checkpointed=True)
+            fits = ["fits" if total <= HEADROOM * g * GIB else "no" for g in TABLE_GPUS_GB]
+            rows.append(f"| {size} | {name} | {est.trainable_params / 1e6:,.1f} M | {total / GIB:.1f} | "
+                        + " | ".join(fits) + " |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> Estimate:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
     parser.add_argument("--world_size", type=int, default=None, help="devices in total (default: from the config)")
     parser.add_argument("--device_memory_gb", type=float, default=80.0, help="memory of one device")
     parser.add_argument("--activation_checkpointing", type=int, default=None,
                         help="estimate with checkpointing of every n-th block (default: the config's, or 1)")
+    parser.add_argument("--table", action="store_true",
+                        help="also print what fits on one 24 / 48 / 80 GB GPU for 0.4b, 1b and 5b, fine-tuned fully, "
+                             "head only and with LoRA r16 (the config's task, input and batch)")
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     setup = setup_from_config(rest, args.world_size)
     if args.activation_checkpointing is not None:
@@ -263,6 +332,8 @@ def main(argv: list[str] | None = None) -> Estimate:
           file=sys.stderr)
     est = estimate(setup)
     print(report(setup, est, args.device_memory_gb))
+    if args.table:
+        print(verdict_table(setup))
     return est
 
 

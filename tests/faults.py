@@ -105,3 +105,18 @@ class RestoreAfterSetup(SingleDeviceStrategy):
     @property
     def restore_checkpoint_after_setup(self) -> bool:
         return True
+
+
+class RecordWeights(L.Callback):
+    """Saves the module's weights after every optimiser step to ``path`` (a list of state dicts) at the end of fit."""
+
+    def __init__(self, path: str):
+        self.path, self.weights = path, []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.weights.append({k: v.detach().clone() for k, v in pl_module.state_dict().items()})
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        import torch
+
+        torch.save(self.weights, self.path)

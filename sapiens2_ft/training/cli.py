@@ -32,6 +32,8 @@ from lightning.pytorch.loggers import WandbLogger
 from sapiens2_ft.compat import cli_value, experiment_started
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
 from sapiens2_ft.tasks.registry import TASKS, import_class, task_spec
+from sapiens2_ft.training.callbacks.ema_stop import (EarlyStoppingConfig, EMAConfig, early_stopping_callback,
+                                                     ema_callback)
 from sapiens2_ft.training.callbacks.image_panels import ImagePanels
 from sapiens2_ft.training.callbacks.non_finite import NonFiniteConfig, NonFiniteGuard
 from sapiens2_ft.training.callbacks.progress import StepProgressBar
@@ -96,6 +98,13 @@ def default_precision(accelerator) -> str:
     return "bf16-mixed" if on_gpu else "32-true"
 
 
+def set_tf32(enabled: bool) -> None:
+    """TF32 for float32 matmuls and cuDNN convolutions on NVIDIA GPUs (no effect elsewhere)."""
+    if torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = enabled
+        torch.backends.cudnn.allow_tf32 = enabled
+
+
 class SaveRecipe(SaveConfigCallback):
     """``<run_dir>/config.yaml``: the resolved recipe without ``run_dir`` and ``resume``, so that
     ``--config <run_dir>/config.yaml`` starts a new run of the same recipe."""
@@ -108,7 +117,7 @@ class SaveRecipe(SaveConfigCallback):
 
 class Sapiens2CLI(LightningCLI):
     """Adds the ``task``, ``run_dir``, ``resume``, ``init_from``, ``checkpoint_every_n_steps``, ``export``,
-    ``tracking`` and ``non_finite`` keys, the task links, the run directory and the run's callbacks."""
+    ``tf32``, ``tracking``, ``non_finite``, ``ema`` and ``early_stopping`` keys, the task links, the run directory and the run's callbacks."""
 
     def __init__(self, task: str, **kwargs):
         self.task = task_spec(task)
@@ -129,8 +138,12 @@ class Sapiens2CLI(LightningCLI):
                                  "loses at most N steps (default: at validations only)")
         parser.add_argument("--export", type=bool, default=True,
                             help="Export the best checkpoint to <run_dir>/export at the end of fit")
+        parser.add_argument("--tf32", type=bool, default=True,
+                            help="TF32 matmuls and convolutions for the float32 parts on a GPU (as upstream)")
         parser.add_class_arguments(TrackingConfig, "tracking")
         parser.add_class_arguments(NonFiniteConfig, "non_finite")
+        parser.add_class_arguments(EMAConfig, "ema")
+        parser.add_class_arguments(EarlyStoppingConfig, "early_stopping")
         parser.link_arguments("init_from", "model.init_from")
         for link in self.task.links:
             parser.link_arguments(*link)
@@ -183,6 +196,9 @@ class Sapiens2CLI(LightningCLI):
             NonFiniteGuard(cli_value(self, self.config_init, "non_finite")),
             ResumeDataPosition(),
         ]
+        extra = [ema_callback(cli_value(self, self.config_init, "ema"), config.get("strategy", "auto")),
+                 early_stopping_callback(cli_value(self, self.config_init, "early_stopping"), monitor, mode)]
+        callbacks += [c for c in extra if c is not None]
         every_n_steps = cli_value(self, self.config_init, "checkpoint_every_n_steps")
         if every_n_steps:
             callbacks.append(StepCheckpoint(self.run_dir / LAST_CHECKPOINT, every_n_steps))
@@ -207,6 +223,7 @@ def main(argv: list[str] | None = None) -> dict:
     cli = Sapiens2CLI(task_of(argv), args=argv, run=False, seed_everything_default=0, save_config_callback=SaveRecipe,
                       save_config_kwargs={"overwrite": True}, auto_configure_optimizers=False)
     trainer, model, data = cli.trainer, cli.model, cli.datamodule
+    set_tf32(cli.config.tf32)
     checkpoint = None
     if cli.resume is not None:
         info = cli.resume

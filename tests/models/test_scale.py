@@ -69,6 +69,36 @@ def test_fsdp2_two_ranks_shard_match_single_process_and_resume(runs, single):
     assert resumed["losses"][0] == pytest.approx(single["losses"][2], abs=TOLERANCE)
 
 
+@pytest.mark.parametrize("freeze,lora", [("none", 4), ("backbone", 0), ("first_n_blocks", 0)])
+def test_memory_estimate_with_lora_or_freezing_matches_measured_on_cpu(freeze, lora):
+    """Gradients and AdamW state only for what trains; activations of a LoRA model or a partly frozen one
+    against the bytes autograd saves for it on the CPU (fp32, no checkpointing)."""
+    from sapiens2_ft.memory import Setup, estimate
+    from sapiens2_ft.models.adapters import LoraOptions, adapt
+
+    options = LoraOptions(rank=lora, alpha=8.0)
+    setup = Setup(task="seg", size="tiny", num_labels=29, input_size=(256, 192), batch_size=3, world_size=1,
+                  strategy="single", bf16=False, checkpoint_every=0, cpu_offload=False, freeze=freeze,
+                  freeze_blocks=2, lora=options)
+    est = estimate(setup)
+    torch.manual_seed(0)
+    model, _ = build_task_model("seg", [f"c{i}" for i in range(29)], (256, 192), size="tiny")
+    adapt(model, freeze, 2, options)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert est.trainable_params == trainable < est.num_params
+    assert est.grads == 4 * trainable and est.optimizer == 8 * trainable and est.params == 4 * est.num_params
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel() * t.element_size())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(torch.randn(3, 3, 256, 192))
+    # as for full fine-tuning: the embeddings and final norm are left out of the estimate
+    assert est.activations == pytest.approx(sum(saved), rel=0.10), (est.activations, sum(saved))
+
+
 @pytest.mark.distributed
 def test_fsdp2_with_lora_and_checkpointing_matches_single_process_and_exports_merged(runs):
     """LoRA adapters and frozen base weights under FSDP2 + activation checkpointing: the same losses as one
