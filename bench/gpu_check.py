@@ -98,6 +98,20 @@ def throughput(args) -> None:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
+    with FlopCounterMode(display=False) as counter:  # on the eager model: compiled regions are not counted
+        forward_backward()
+    optimizer.zero_grad(set_to_none=True)
+    counted = counter.get_total_flops()
+    compile_s = 0.0
+    if args.compile:
+        from sapiens2_ft.models.sharding import compile_blocks
+
+        compile_blocks(model)
+        start = time.perf_counter()
+        step()  # compilation
+        sync(device)
+        compile_s = time.perf_counter() - start
+
     for _ in range(args.warmup):
         step()
     sync(device)
@@ -108,10 +122,6 @@ def throughput(args) -> None:
         sync(device)
         times.append(time.perf_counter() - start)
 
-    with FlopCounterMode(display=False) as counter:
-        forward_backward()
-    optimizer.zero_grad(set_to_none=True)
-    counted = counter.get_total_flops()
     formula = formula_flops(model, args.input) * args.batch
 
     params = sum(p.numel() for p in model.parameters())
@@ -119,8 +129,9 @@ def throughput(args) -> None:
     peak = args.peak_tflops * 1e12
     h, w = args.input
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    mode = f"blocks compiled (first step {compile_s:.0f} s)" if args.compile else "eager"
     print(f"throughput: pose {args.size} ({params / 1e9:.3f}B params) at {h}x{w}, batch {args.batch}, {args.dtype}, "
-          f"{name}; built in {build_s:.0f} s; median of {args.steps} steps after {args.warmup} warm-up")
+          f"{name}, {mode}; built in {build_s:.0f} s; median of {args.steps} steps after {args.warmup} warm-up")
     print(f"train step: {1e3 * step_s:.1f} ms median (min {1e3 * min(times):.1f}, max {1e3 * max(times):.1f})")
     print(f"train images/s: {args.batch / step_s:.1f}")
     print(f"train FLOPs/step: counted {counted / 1e12:.4g} TFLOP, formula {formula / 1e12:.4g} TFLOP "
@@ -225,6 +236,7 @@ def main() -> None:
     parser.add_argument("--peak_tflops", type=float, default=float(os.environ.get("PEAK_TFLOPS", 989)),
                         help="dense bf16 peak of the GPU (H100/H200 989, A100 312); env PEAK_TFLOPS")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--compile", action="store_true", help="throughput: torch.compile each transformer block")
     args = parser.parse_args()
     throughput_check = args.check == "throughput"
     args.size = args.size or ("0.4b" if throughput_check else "1b")

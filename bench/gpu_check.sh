@@ -9,9 +9,10 @@
 #  (ii) peak GPU memory of the 1b pose model at 1024x768 with FSDP2 (bf16 compute, float32 reduce)
 #       and activation checkpointing on every block, per-rank batch $FSDP_BATCH (default 4), over
 #       $NGPU GPUs (default 1: a world-size-1 FSDP2; NGPU=8 shards over 8 GPUs of this node).
+#  (i-c) the same with torch.compile of every transformer block (model.scale.compile), compile time printed.
 #  (iii) prediction people/s of the 0.4b pose model at 1024x768, bf16, batch 1 and batch 16.
 #
-# One line per figure; at most ~10 minutes (each check runs under `timeout`). Without a GPU it says so
+# One line per figure; at most ~15 minutes (each check runs under `timeout`). Without a GPU it says so
 # and exits 0. Environment:
 #   PEAK_TFLOPS  dense bf16 peak per GPU (default: 989 for H100/H200, 312 for A100, else 989)
 #   BATCH, FSDP_BATCH, NGPU, PYTHON (default: the repo's .venv/bin/python if present, else python)
@@ -54,6 +55,12 @@ timeout --kill-after=15 180 "$PYTHON" bench/gpu_check.py throughput --size 0.4b 
     --batch "$BATCH" --warmup 3 --steps 10 --dtype bf16 --peak_tflops "$PEAK_TFLOPS" ${EXTRA[@]+"${EXTRA[@]}"} 2>&1 \
     | grep -v -e "^model from size preset" -e "Warning" ; rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 0 ]; then echo "gpu_check: throughput check failed (exit $rc; 124 = timed out)"; status=1; fi
+
+echo "== (i-c) throughput and MFU with torch.compile of every block (model.scale.compile): same setup"
+timeout --kill-after=15 300 "$PYTHON" bench/gpu_check.py throughput --size 0.4b --input 1024 768 \
+    --batch "$BATCH" --warmup 3 --steps 10 --dtype bf16 --peak_tflops "$PEAK_TFLOPS" --compile ${EXTRA[@]+"${EXTRA[@]}"} 2>&1 \
+    | grep -v -e "^model from size preset" -e "Warning" ; rc=${PIPESTATUS[0]}
+if [ "$rc" -ne 0 ]; then echo "gpu_check: compiled throughput check failed (exit $rc; 124 = timed out)"; status=1; fi
 
 echo "== (ii) peak memory: pose 1b, 1024x768, FSDP2 over $NGPU GPU(s) + activation checkpointing, batch $FSDP_BATCH per rank"
 # torchrun would set OMP_NUM_THREADS=1: rank 0 initialises the full model on the CPU, give it the cores.

@@ -4,7 +4,7 @@ Every run starts from the same weights (``RUNS/init``, written by the first run)
 global batches (sequential sampling; with N ranks, rank r takes samples r, r + N, ...).
 
 ``python tests/distributed_fit.py --out RUNS/NAME --devices N --strategy {single,ddp,fsdp2} --steps K
-[--stop_after J] [--resume CKPT] [--checkpointing EVERY] [--lora RANK] [--freeze MODE]`` writes ``RUNS/NAME/result.json``: the
+[--stop_after J] [--resume CKPT] [--checkpointing EVERY] [--lora RANK] [--freeze MODE] [--compile BACKEND]`` writes ``RUNS/NAME/result.json``: the
 global-batch mean loss of every step (averaged over ranks), and per rank the number of parameter
 elements it holds locally and in total.
 """
@@ -90,6 +90,7 @@ def main() -> None:
     parser.add_argument("--checkpointing", type=int, default=0)
     parser.add_argument("--lora", type=int, default=0, help="LoRA rank (0: full fine-tuning)")
     parser.add_argument("--freeze", default="none")
+    parser.add_argument("--compile", default=None, help="torch.compile backend of the blocks (default: eager)")
     args = parser.parse_args()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // args.devices))  # ranks share the cores
     L.seed_everything(0, verbose=False)  # the same LoRA adapters in every run (drawn from the run's seed)
@@ -102,7 +103,8 @@ def main() -> None:
     # Dice is a batch-level ratio: cross-entropy alone is a per-sample mean, comparable across batch splits.
     module = SegmentationModule(pretrained=str(init), input_size=SIZE, class_names=CLASSES, dice_weight=0.0,
                                 optim={"lr": 1e-3, "warmup_steps": 0, "fused": False},
-                                scale={"activation_checkpointing": args.checkpointing}, freeze=args.freeze,
+                                scale={"activation_checkpointing": args.checkpointing, "compile": bool(args.compile),
+                                       "compile_backend": args.compile or "inductor"}, freeze=args.freeze,
                                 lora={"rank": args.lora, "alpha": 2.0 * max(args.lora, 1)})
     strategy = {"single": "auto", "ddp": "ddp", "fsdp2": FSDP2Strategy()}[args.strategy]
     record = Record(args.stop_after)

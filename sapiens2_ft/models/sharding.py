@@ -12,11 +12,14 @@
 
 from __future__ import annotations
 
+import time
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.distributed as dist
+from lightning.pytorch.utilities import rank_zero_info
 from torch import nn
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     CheckpointImpl,
@@ -43,6 +46,11 @@ class ScaleConfig:
         cpu_offload: FSDP2: keep sharded parameters, gradients and optimiser state in CPU memory.
         reshard_after_forward: FSDP2: free gathered block parameters after forward (ZeRO-3); false
             keeps them until backward (ZeRO-2-like: more memory, less communication).
+        compile: ``torch.compile`` each transformer block (regional compilation: one block's graph serves
+            every block of its kind), composed with checkpointing and FSDP2. A block that fails to compile
+            runs eagerly, with a warning naming it.
+        compile_backend: The ``torch.compile`` backend (``inductor``; ``aot_eager`` checks the graphs without
+            generating code).
     """
 
     activation_checkpointing: int = 0
@@ -50,6 +58,8 @@ class ScaleConfig:
     reduce_dtype: str = "float32"
     cpu_offload: bool = False
     reshard_after_forward: bool = True
+    compile: bool = False
+    compile_backend: str = "inductor"
 
 
 def transformer_blocks(model: nn.Module) -> list[nn.Module]:
@@ -101,6 +111,46 @@ def block_units(model: nn.Module) -> list[nn.Module]:
     return units
 
 
+class _CompiledForward:
+    """A block's forward through ``torch.compile``; the first call (compilation included) is timed into
+    ``stats``, and a failure there or later runs the block eagerly from then on, with a warning naming it."""
+
+    def __init__(self, name: str, eager: Callable, backend: str, stats: dict):
+        self.name, self.eager, self.stats, self.failed, self.timed = name, eager, stats, False, False
+        self.compiled = torch.compile(eager, backend=backend)
+
+    def __call__(self, *args, **kwargs):
+        if self.failed:
+            return self.eager(*args, **kwargs)
+        start = time.perf_counter()
+        try:
+            out = self.compiled(*args, **kwargs)
+        except Exception as err:  # a graph break it cannot handle, a backend error: this block stays eager
+            self.failed = True
+            reason = " ".join(line.strip() for line in str(err).splitlines()[:2] if line.strip())
+            warnings.warn(f"torch.compile of {self.name} failed ({type(err).__name__}: {reason}); it runs eagerly",
+                          stacklevel=2)
+            return self.eager(*args, **kwargs)
+        if not self.timed:
+            self.timed = True
+            self.stats["seconds"] += time.perf_counter() - start
+            self.stats["done"] += 1
+            if self.stats["done"] == self.stats["blocks"]:
+                rank_zero_info(f"torch.compile ({self.stats['backend']}): {self.stats['blocks']} blocks compiled, "
+                               f"{self.stats['seconds']:.1f} s in their first forward passes")
+        return out
+
+
+def compile_blocks(model: nn.Module, backend: str = "inductor") -> dict:
+    """Compile every transformer block's forward in place (its checkpoint wrapper's, when it has one): module
+    names and state-dict keys stay as they are. Returns the shared compile statistics."""
+    units = block_units(model)
+    stats = {"blocks": len(units), "done": 0, "seconds": 0.0, "backend": backend}
+    for i, unit in enumerate(units):
+        unit.forward = _CompiledForward(f"transformer block {i}", unit.forward, backend, stats)
+    return stats
+
+
 def _broadcast_object(obj, src: int = 0):
     box = [obj]
     dist.broadcast_object_list(box, src=src)
@@ -120,6 +170,8 @@ def place_model(build: Callable[[], tuple[nn.Module, LoadReport]], model_class: 
         model, report = build()
         adapt(model)
         apply_activation_checkpointing(model, config.activation_checkpointing)
+        if config.compile:
+            compile_blocks(model, config.compile_backend)
         return model.train(), report  # from_pretrained returns eval mode; Lightning keeps each module's mode
 
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
@@ -133,6 +185,8 @@ def place_model(build: Callable[[], tuple[nn.Module, LoadReport]], model_class: 
         model = model_class(model_config)
     adapt(model)
     apply_activation_checkpointing(model, config.activation_checkpointing)
+    if config.compile:
+        compile_blocks(model, config.compile_backend)
     on_gpu = device is not None and device.type == "cuda"
     shard_model(model, mesh, config, on_gpu)
     model.to_empty(device=device or torch.device("cpu"))

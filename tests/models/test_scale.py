@@ -126,6 +126,15 @@ def test_fsdp2_with_lora_and_checkpointing_matches_single_process_and_exports_me
 
 
 @pytest.mark.distributed
+def test_fsdp2_with_compiled_blocks_and_checkpointing_matches_eager_single_process(runs, single):
+    """Regional compilation composed with FSDP2 per block and activation checkpointing (``aot_eager``: the
+    graphs dynamo captures, without inductor's code generation): the losses of the eager single process."""
+    compiled = _fit(runs, "fsdp2_compiled", "--devices", "2", "--strategy", "fsdp2", "--steps", "3",
+                    "--checkpointing", "1", "--compile", "aot_eager")
+    assert compiled["losses"] == pytest.approx(single["losses"], abs=TOLERANCE)
+
+
+@pytest.mark.distributed
 def test_ddp_two_ranks_match_single_process(runs, single):
     ddp = _fit(runs, "ddp", "--devices", "2", "--strategy", "ddp", "--steps", "3")
     assert all(r["held"] == r["total"] for r in ddp["ranks"])  # full replicas
