@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                         help="bf16 autocast of the models (auto: bf16 on a GPU, fp32 on the CPU)")
     parser.add_argument("--compile", action="store_true", help="torch.compile each model before its first batch")
+    parser.add_argument("--compile_backend", default="inductor", help="--compile: the torch.compile backend")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> Path:
         mask_model = Model(mask_module, mask_task, out / "mask_model")
     if args.compile:
         for m in models + ([mask_model] if mask_model else []):
-            m.module.model.compile()
+            m.module.model.compile(backend=args.compile_backend)
     device_type = torch.device(args.device).type
     bf16 = args.precision == "bf16" or (args.precision == "auto" and device_type == "cuda")
     with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):

@@ -46,11 +46,13 @@ def test_bf16_autocast_runs_every_task(pose_run, seg_checkpoint, dense_root, tmp
     assert len(list((out / "seg").glob("*_overlay.png"))) == 2 and len(list((out / "sheets").glob("*.jpg"))) == 2
 
 
-@pytest.mark.slow
 def test_compiled_model_gives_the_eager_results(pose_run, tiny_coco, tmp_path):
+    """``aot_eager``: dynamo's graphs without inductor's code generation (which the slow
+    tests/models/test_compile.py runs)."""
     args = ["--model", str(pose_run[0] / "export"), "--input", str(tiny_coco / "val2017"),
             "--boxes", str(tiny_coco / "annotations" / "person_keypoints_val2017.json")]
     eager = results(predict.main([*args, "--out", str(tmp_path / "eager")]))
-    compiled = results(predict.main([*args, "--out", str(tmp_path / "compiled"), "--compile"]))
+    compiled = results(predict.main([*args, "--out", str(tmp_path / "compiled"), "--compile",
+                                          "--compile_backend", "aot_eager"]))
     assert [r[:2] for r in compiled] == [r[:2] for r in eager]
     assert np.allclose([r[2] for r in compiled], [r[2] for r in eager], atol=0.05)

@@ -74,3 +74,16 @@ def test_adapt_leaves_a_model_without_options_as_it_was():
     before = {n for n, _ in model.named_parameters()}
     adapt(model, lora=LoraOptions(rank=0))
     assert trainable(model) == before == {n for n, _ in model.named_parameters()}
+
+
+def test_adapters_take_their_blocks_layer_decay():
+    from sapiens2_ft.models.optim import OptimConfig, param_groups
+
+    model = pose_model(lora={"rank": 4})
+    groups = param_groups(model, OptimConfig(lr=1.0, layer_decay=0.5), num_layers=4)
+    by_param = {id(p): g for g in groups for p in g["params"]}
+    for name, param in model.named_parameters():
+        if ".lora_" in name:
+            block = int(name.split(".layer.")[1].split(".")[0])
+            assert by_param[id(param)]["lr"] == pytest.approx(0.5 ** (4 - block)), name
+    assert not any(not p.requires_grad for g in groups for p in g["params"])  # frozen weights get no group
