@@ -28,6 +28,8 @@ from datamodules.synthetic import generate_dataset
 from sapiens2_ft.tasks.pointmap.loss import masked_l1
 from sapiens2_ft.training.cli import main
 
+pytestmark = pytest.mark.slow  # about 2 minutes: the fast tier keeps the 2-4-step smoke runs of every task
+
 FAULT = os.environ.get("LEARNING_FAULT")  # None, "shift" or "flip"
 SHIFT_PX = 4
 
@@ -80,7 +82,7 @@ def fault(monkeypatch):
 
 COMMON = ["--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.enable_progress_bar", "false",
           "--trainer.check_val_every_n_epoch", "null", "--trainer.log_every_n_steps", "10",
-          "--tracking.logger", "csv", "--tracking.num_panel_images", "0", "--export", "false",
+          "--tracking.logger", "csv", "--tracking.num_panel_images", "0", "--export", "false", "--trainer.num_sanity_val_steps", "0",
           "--data.num_workers", "0", "--data.synthetic", "null", "--model.optim.weight_decay", "0", "--model.optim.warmup_steps", "10"]
 
 
