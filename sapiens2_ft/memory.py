@@ -93,8 +93,19 @@ def _saved_bytes(fn) -> int:
     return total
 
 
+_MEASURED: dict = {}  # one measurement per block kind, for --table
+
+
 def block_activation_bytes(config: Sapiens2Config, layer_idx: int, input_size, bf16: bool,
                            lora: LoraOptions | None = None) -> tuple[int, int, int]:
+    key = (config.to_json_string(), layer_idx, tuple(input_size), bf16, repr(lora) if lora and lora.rank else None)
+    if key not in _MEASURED:
+        _MEASURED[key] = _measure_block(config, layer_idx, input_size, bf16, lora)
+    return _MEASURED[key]
+
+
+def _measure_block(config: Sapiens2Config, layer_idx: int, input_size, bf16: bool,
+                   lora: LoraOptions | None = None) -> tuple[int, int, int]:
     """(saved bytes per sample, saved bytes independent of the batch, input bytes per sample) of one
     block, measured on the CPU at batch 1 and 2 (autocast saves bf16 copies of the weights once); with
     ``lora``, the block with its adapters and its own weights frozen."""
