@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Literal
 
 import lightning as L
+from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset
 
 from datamodules.hparams import as_dataclass, plain_hparams
 from datamodules.loaders import TrainPosition, make_loader
+from datamodules.mixing import MixedDataset, SourceCount, source_names
 from datamodules.synthetic_data import SyntheticData, render_if_missing
 
 
@@ -49,10 +51,24 @@ class SampleDataModule(L.LightningDataModule):
         self.root = Path(root)
         self.synthetic = as_dataclass(SyntheticData, synthetic)
         self.skipped: dict[str, dict[str, int]] = {}  # split -> reason -> samples left out when listing
+        self.train_counts: list[SourceCount] = []  # the training datasets of a ``data.train`` mix
         self._train_start: TrainPosition | None = None
 
     def prepare_data(self) -> None:
         render_if_missing(self.root, self.synthetic)
+
+    @staticmethod
+    def source_names(sources) -> list[str]:
+        """The names of ``data.train`` entries (``name``, else the root folder's name, made unique)."""
+        return source_names([s.name for s in sources], [s.root for s in sources])
+
+    def mix(self, parts: list[Dataset], sources) -> MixedDataset:
+        """The training datasets of ``data.train`` as one, each drawn its ``repeat`` times per epoch."""
+        mixed = MixedDataset(parts, [s.repeat for s in sources], self.source_names(sources))
+        self.train_counts = mixed.counts
+        for count in mixed.counts:
+            rank_zero_info(f"train mix: {count.describe()}")
+        return mixed
 
     def start_training_at(self, position: TrainPosition) -> None:
         """The next training loader built starts at ``position`` (a resumed run); later ones at their epoch's start."""

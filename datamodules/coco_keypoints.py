@@ -150,3 +150,24 @@ def load_detections(det_file: Path, ann_file: Path, images_dir: Path, metainfo: 
         instances.append(PoseInstance(str(path), int(det["image_id"]), -1, tuple(float(v) for v in bbox),
                                       empty, np.zeros(len(empty), np.float32), float(det.get("score", 1.0))))
     return instances, skipped
+
+
+def map_keypoints(instances: list[PoseInstance], source: KeypointMetainfo,
+                  target: KeypointMetainfo) -> tuple[list[PoseInstance], list[str], list[str]]:
+    """Instances labelled with keypoint set ``source`` re-indexed by name onto ``target``: a target keypoint the
+    source lacks gets visibility 0 (weight 0 in training). Returns the instances and the source names left out
+    and the target names missing."""
+    if source.keypoint_names == target.keypoint_names:
+        return instances, [], []
+    columns = [source.keypoint_names.index(n) if n in source.keypoint_names else -1 for n in target.keypoint_names]
+    present = np.asarray([c >= 0 for c in columns])
+    if not present.any():
+        raise DataError(f"keypoint sets '{source.name}' and '{target.name}' share no keypoint names")
+    take = np.asarray([max(c, 0) for c in columns])
+    mapped = [PoseInstance(i.image_path, i.image_id, i.annotation_id, i.bbox,
+                           np.where(present[:, None], i.keypoints[take], 0).astype(np.float32),
+                           np.where(present, i.visibility[take], 0).astype(np.float32), i.box_score)
+              for i in instances]
+    unused = [n for n in source.keypoint_names if n not in target.keypoint_names]
+    missing = [n for n, c in zip(target.keypoint_names, columns) if c < 0]
+    return mapped, unused, missing

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
@@ -16,7 +17,26 @@ from datamodules.dense_files import list_samples
 from datamodules.dense_filters import DenseFilter
 from datamodules.dense_geometry import flip_classes_from_names
 from datamodules.dense_targets import DenseTask, target_spec
-from datamodules.hparams import as_dataclass
+from datamodules.errors import DataError
+from datamodules.hparams import as_dataclass, as_dataclasses
+from datamodules.mixing import MixedDataset
+
+
+@dataclass(frozen=True)
+class DenseSource:
+    """One training dataset of a ``data.train`` mix.
+
+    Args:
+        root: Its dataset folder (the layout of ``dense_files``).
+        split: Its split folder under ``root``.
+        repeat: Times each sample is drawn per epoch (a fraction: a fresh random subset every epoch).
+        name: Its name in the logs, the summary and the dashboard (default: the root folder's name).
+    """
+
+    root: str
+    split: str = "train"
+    repeat: float = 1.0
+    name: str | None = None
 
 
 class DenseDataModule(SampleDataModule):
@@ -36,6 +56,8 @@ class DenseDataModule(SampleDataModule):
             ``input_size``; the others: letterboxed).
         filter: Checks that leave a training sample out after augmentation (upstream's; counted in
             ``summary.json`` as ``filtered_samples``).
+        train: Several training datasets, each with its own root, split and repeat; replaces ``train_split``
+            (validation stays ``root`` / ``val_split``).
     """
 
     # The class set is the model's hyper-parameter (linked, resolved); from the CLI this one would stay
@@ -52,6 +74,7 @@ class DenseDataModule(SampleDataModule):
         flip_classes: list[int] | None = None,
         augment: DenseAugment = DenseAugment(),
         filter: DenseFilter = DenseFilter(),
+        train: list[DenseSource] | None = None,
         **kwargs,
     ):
         target_spec(task)  # an unknown task is an error before anything else
@@ -63,15 +86,26 @@ class DenseDataModule(SampleDataModule):
         if flip_classes is None:
             flip_classes = flip_classes_from_names(class_names)
         self.flip_classes = list(flip_classes)
-        self.train_set: DenseDataset | None = None
+        self.sources = as_dataclasses(DenseSource, train)
+        if self.sources is not None and not self.sources:
+            raise DataError("data.train: give at least one dataset, or leave it unset for train_split")
+        self.train_set: DenseDataset | MixedDataset | None = None
         self.val_set: DenseDataset | None = None
 
-    def _dataset(self, split: str, augment: DenseAugment | None) -> DenseDataset:
-        hp = self.hparams
-        samples, skipped = list_samples(self.root, split, hp.task, hp.on_bad_sample)
-        self.skipped[split] = dict(skipped)
+    def train_sources(self) -> list[tuple[str, Path, str]]:
+        """(name in logs, root, split folder) of every training dataset."""
+        if self.sources is None:
+            return [(self.hparams.train_split, self.root, self.hparams.train_split)]
+        return [(f"train/{name}", Path(s.root), s.split)
+                for name, s in zip(self.source_names(self.sources), self.sources)]
+
+    def _dataset(self, split: str, augment: DenseAugment | None, root: Path | None = None,
+                 name: str | None = None) -> DenseDataset:
+        hp, name = self.hparams, name or split
+        samples, skipped = list_samples(self.root if root is None else root, split, hp.task, hp.on_bad_sample)
+        self.skipped[name] = dict(skipped)
         detail = ", ".join(f"{n} {why}" for why, n in skipped.items()) or "none"
-        rank_zero_info(f"{split}: {len(samples)} {hp.task} images (skipped: {detail})")
+        rank_zero_info(f"{name}: {len(samples)} {hp.task} images (skipped: {detail})")
         filter = self.filter if augment is not None or self.filter.val else None
         return DenseDataset(samples, hp.task, hp.input_size, hp.num_classes, self.flip_classes, augment,
                             hp.on_bad_sample, filter=filter, fit=validation_fit(self.augment, hp.task))
@@ -79,8 +113,9 @@ class DenseDataModule(SampleDataModule):
     def check(self, decode: bool = True) -> DataReport:
         """Every problem of the train and val splits: missing targets, and with ``decode`` every file's content."""
         hp, report = self.hparams, DataReport()
-        for split in (hp.train_split, hp.val_split):
-            check_dense(self.root, split, hp.task, hp.num_classes, report, decode)
+        for _, root, split in self.train_sources():
+            check_dense(root, split, hp.task, hp.num_classes, report, decode)
+        check_dense(self.root, hp.val_split, hp.task, hp.num_classes, report, decode)
         return report
 
     def setup(self, stage: str | None = None) -> None:
@@ -88,7 +123,8 @@ class DenseDataModule(SampleDataModule):
             fail_or_warn(self.check(decode=False), self.hparams.on_bad_sample)
             chosen = ", ".join(f"{k} {v}" for k, v in asdict(self.augment).items() if v is not None and k != "pipeline")
             rank_zero_info(f"{self.hparams.task} augmentation, {self.augment.pipeline!r} pipeline: {chosen}")
-            self.train_set = self._dataset(self.hparams.train_split, self.augment)
+            parts = [self._dataset(split, self.augment, root, name) for name, root, split in self.train_sources()]
+            self.train_set = parts[0] if self.sources is None else self.mix(parts, self.sources)
         if stage in ("fit", "validate", None) and self.val_set is None:
             self.val_set = self._dataset(self.hparams.val_split, None)
 

@@ -100,12 +100,14 @@ def is_padding(key) -> bool:
 
 def sample_rng(key) -> tuple[int, np.random.Generator | None]:
     """Dataset key -> (index, generator): ``(index, epoch_seed)`` from the training sampler gives a
-    generator of its own; a plain index or a :class:`PaddingKey` (validation) none."""
+    generator of its own; a plain index or a :class:`PaddingKey` (validation) none. A mixed dataset passes
+    ``(index, epoch_seed, position)``: the generator follows its mixed position, so repeats differ."""
     if isinstance(key, PaddingKey):
         return key.index, None
     if isinstance(key, (tuple, list)):
         index, epoch_seed = int(key[0]), int(key[1])
-        return index, np.random.default_rng([epoch_seed, index])
+        draw = int(key[2]) if len(key) > 2 else index
+        return index, np.random.default_rng([epoch_seed, draw])
     return int(key), None
 
 

@@ -6,23 +6,49 @@ Layout (every path relative to ``root``; the defaults are the synthetic demo dat
     root/annotations/val.json     root/val/images/...
 
 COCO 2017 is ``root=data/coco`` with ``train_ann=annotations/person_keypoints_train2017.json``,
-``train_images=train2017`` and the same for val (see ``configs/pose_coco.yaml``).
+``train_images=train2017`` and the same for val (see ``configs/pose_coco.yaml``). Several training datasets
+(``data.train``: a list of :class:`PoseSource`) are mixed with a repeat each (``datamodules.mixing``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from datamodules.base import SampleDataModule
-from datamodules.coco_keypoints import load_detections, load_instances
+from datamodules.coco_keypoints import load_detections, load_instances, map_keypoints
 from datamodules.data_check import DataReport, check_coco, fail_or_warn
-from datamodules.hparams import as_dataclass
+from datamodules.errors import DataError
+from datamodules.hparams import as_dataclass, as_dataclasses
 from datamodules.keypoints.metainfo import load_metainfo
+from datamodules.mixing import MixedDataset
 from datamodules.pose_dataset import TopdownPoseDataset
 from datamodules.transforms.topdown import TopdownAugment
+
+
+@dataclass(frozen=True)
+class PoseSource:
+    """One training dataset of a ``data.train`` mix.
+
+    Args:
+        root: Its dataset folder; ``ann`` and ``images`` are relative to it.
+        ann: COCO keypoints json.
+        images: Folder the ``file_name`` entries are relative to.
+        keypoints: Its keypoint set (default: the run's ``data.keypoints``), mapped onto the run's set by
+            keypoint name; run keypoints it lacks train with weight 0.
+        repeat: Times each sample is drawn per epoch (a fraction: a fresh random subset every epoch).
+        name: Its name in the logs, the summary and the dashboard (default: the root folder's name).
+    """
+
+    root: str
+    ann: str = "annotations/train.json"
+    images: str = "train/images"
+    keypoints: str | None = None
+    repeat: float = 1.0
+    name: str | None = None
 
 
 class PoseDataModule(SampleDataModule):
@@ -41,6 +67,8 @@ class PoseDataModule(SampleDataModule):
         box_padding: Crop box = person box x this.
         min_keypoints: Training instances need at least this many labelled keypoints.
         augment: Training augmentation.
+        train: Several training datasets, each with its own root, paths, keypoint set and repeat; replaces
+            ``train_ann`` / ``train_images`` (validation stays ``root`` / ``val_ann``).
     """
 
     def __init__(
@@ -55,12 +83,16 @@ class PoseDataModule(SampleDataModule):
         box_padding: float = 1.25,
         min_keypoints: int = 1,
         augment: TopdownAugment = TopdownAugment(),
+        train: list[PoseSource] | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.augment = as_dataclass(TopdownAugment, augment)
         self.metainfo = load_metainfo(keypoints)
-        self.train_set: TopdownPoseDataset | None = None
+        self.sources = as_dataclasses(PoseSource, train)
+        if self.sources is not None and not self.sources:
+            raise DataError("data.train: give at least one dataset, or leave it unset for train_ann/train_images")
+        self.train_set: TopdownPoseDataset | MixedDataset | None = None
         self.val_set: TopdownPoseDataset | None = None
 
     @property
@@ -72,23 +104,48 @@ class PoseDataModule(SampleDataModule):
         detail = ", ".join(f"{n} {why}" for why, n in skipped.items()) or "none"
         rank_zero_info(f"{split}: {count} person instances (skipped: {detail})")
 
+    def train_sources(self) -> list[tuple[str, Path, Path, str]]:
+        """(split name, annotation file, image folder, keypoint set) of every training dataset."""
+        hp = self.hparams
+        if self.sources is None:
+            return [("train", self.root / hp.train_ann, self.root / hp.train_images, hp.keypoints)]
+        return [(f"train/{name}", Path(s.root) / s.ann, Path(s.root) / s.images, s.keypoints or hp.keypoints)
+                for name, s in zip(self.source_names(self.sources), self.sources)]
+
     def check(self, decode: bool = True) -> DataReport:
         """Every problem of the train and val annotations (and, with ``decode``, of every image file)."""
         hp, report = self.hparams, DataReport()
-        check_coco(self.root / hp.train_ann, self.root / hp.train_images, self.metainfo, report, "train", decode)
+        for split, ann, images, keypoints in self.train_sources():
+            check_coco(ann, images, load_metainfo(keypoints), report, split, decode)
         check_coco(self.val_annotation_file, self.root / hp.val_images, self.metainfo, report, "val", decode)
         return report
+
+    def _train_set(self, split: str, ann: Path, images: Path, keypoints: str, bad: set) -> TopdownPoseDataset:
+        """One training dataset, its keypoints mapped onto the run's set by name."""
+        hp = self.hparams
+        metainfo = load_metainfo(keypoints)
+        instances, skipped = load_instances(ann, images, metainfo, hp.min_keypoints, hp.on_bad_sample, bad)
+        if metainfo.name != self.metainfo.name or metainfo.keypoint_names != self.metainfo.keypoint_names:
+            instances, unused, missing = map_keypoints(instances, metainfo, self.metainfo)
+            rank_zero_info(f"{split}: keypoint set '{metainfo.name}' mapped onto '{self.metainfo.name}' by name; "
+                           f"missing (weight 0): {missing or 'none'}; not used: {unused or 'none'}")
+            kept = [i for i in instances if (i.visibility > 0).sum() >= hp.min_keypoints]
+            if len(kept) < len(instances):
+                skipped["too few keypoints of the run's set"] += len(instances) - len(kept)
+            instances = kept
+        if not instances:
+            raise DataError(f"{ann}: no usable person instances (skipped: {dict(skipped)})")
+        self._report(split, len(instances), skipped)
+        return TopdownPoseDataset(instances, self.metainfo, hp.input_size, self.augment, hp.box_padding,
+                                  hp.on_bad_sample)
 
     def setup(self, stage: str | None = None) -> None:
         hp = self.hparams
         if stage in ("fit", None) and self.train_set is None:
             report = fail_or_warn(self.check(decode=False), hp.on_bad_sample)
-            train, skipped = load_instances(self.root / hp.train_ann, self.root / hp.train_images, self.metainfo,
-                                            hp.min_keypoints, hp.on_bad_sample,
-                                            report.bad_annotations.get(str(self.root / hp.train_ann), set()))
-            self._report("train", len(train), skipped)
-            self.train_set = TopdownPoseDataset(train, self.metainfo, hp.input_size, self.augment, hp.box_padding,
-                                                hp.on_bad_sample)
+            parts = [self._train_set(split, ann, images, keypoints, report.bad_annotations.get(str(ann), set()))
+                     for split, ann, images, keypoints in self.train_sources()]
+            self.train_set = parts[0] if self.sources is None else self.mix(parts, self.sources)
         if stage in ("fit", "validate", None) and self.val_set is None:
             if hp.val_detections:
                 val, skipped = load_detections(self.root / hp.val_detections, self.val_annotation_file,

@@ -56,13 +56,18 @@ def _default(value) -> str:
     return f"`{list(value) if isinstance(value, tuple) else value}`"
 
 
-def _dataclass_of(action):
-    """The dataclass an action's type hint names (``X`` or ``X | None``), if any."""
+def _dataclass_of(action) -> tuple[type | None, str]:
+    """The dataclass an action's type hint names (``X``, ``X | None`` or ``list[X] | None``), if any, and the
+    key suffix of its fields (``[]`` for the entries of a list)."""
     hint = getattr(action, "_typehint", None)
     for candidate in (hint, *typing.get_args(hint)):
         if isinstance(candidate, type) and dataclasses.is_dataclass(candidate):
-            return candidate
-    return None
+            return candidate, ""
+        if typing.get_origin(candidate) is list:
+            (entry,) = typing.get_args(candidate)
+            if isinstance(entry, type) and dataclasses.is_dataclass(entry):
+                return entry, "[]"
+    return None, ""
 
 
 def _dataclass_rows(prefix: str, cls) -> list[tuple[str, str, str]]:
@@ -70,8 +75,13 @@ def _dataclass_rows(prefix: str, cls) -> list[tuple[str, str, str]]:
     docs = {p.arg_name: p.description for p in parse_docstring(cls.__doc__ or "").params}
     rows = []
     for field in dataclasses.fields(cls):
-        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
-        rows.append((f"{prefix}.{field.name}", _default(default), _clean(docs.get(field.name))))
+        if field.default is not dataclasses.MISSING:
+            default = _default(field.default)
+        elif field.default_factory is not dataclasses.MISSING:
+            default = _default(field.default_factory())
+        else:
+            default = "(required)"
+        rows.append((f"{prefix}.{field.name}", default, _clean(docs.get(field.name))))
     return rows
 
 
@@ -83,9 +93,9 @@ def key_rows(parser) -> list[tuple[str, str, str]]:
         if dest in HIDDEN or dest.split(".")[0] in HIDDEN or dest.endswith(".help") or action.default == "==SUPPRESS==":
             continue
         rows.append((dest, _default(action.default), _clean(action.help)))
-        cls = _dataclass_of(action)
+        cls, entries = _dataclass_of(action)
         if cls is not None and action.default is None:  # an optional dataclass: its fields live behind the key
-            rows += _dataclass_rows(dest, cls)
+            rows += _dataclass_rows(dest + entries, cls)
     return rows
 
 

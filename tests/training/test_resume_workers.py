@@ -151,3 +151,17 @@ def test_a_malformed_position_entry_is_named(entry):
     with pytest.raises(CheckpointError, match="train_data_position"):
         read_position(entry)
     assert read_position({"epoch": 2, "batches": 3}) == loaders.TrainPosition(2, 3)
+
+
+@pytest.mark.slow
+def test_resume_of_a_data_train_mix(tiny_coco, tiny_pose308_dir, tmp_path, allow_faults):
+    """Two datasets drawn 1.5 and 0.5 times an epoch (16 positions, 8 batches): resumed inside epoch 0."""
+    ann = "annotations/person_keypoints_train2017.json"
+    mix = json.dumps([{"root": str(tiny_coco), "ann": ann, "images": "train2017", "repeat": 1.5},
+                      {"root": str(tiny_coco), "ann": ann, "images": "train2017", "repeat": 0.5, "name": "again"}])
+
+    def args(run_dir, callbacks):
+        return run_args(tiny_coco, tiny_pose308_dir, run_dir, callbacks, 2, True, "--data.train", mix)
+
+    expected = uninterrupted_run(tmp_path / "uninterrupted", args)
+    assert_same_run(expected, stop_and_resume(tmp_path / "resumed", args, 5), 5)

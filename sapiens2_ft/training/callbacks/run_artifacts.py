@@ -32,10 +32,19 @@ class RunArtifacts(L.Callback):
         self.last_saved_step = -1
         self.replaced = {"train": 0, "val": 0}  # unreadable samples replaced under on_bad_sample: skip
         self.filtered = {"train": 0, "val": 0}  # samples left out by data.filter.* (dense tasks)
+        self.drawn: dict[str, int] = {}  # training samples drawn per dataset of a data.train mix (this process)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         for counts, key in ((self.replaced, "bad_samples_replaced"), (self.filtered, "filtered_samples")):
             counts["train"] += int(batch[key].sum()) if key in batch else 0
+        mix = getattr(getattr(trainer, "datamodule", None), "train_counts", None)
+        if mix and "source" in batch:
+            per_source = torch.bincount(batch["source"].cpu(), minlength=len(mix)).tolist()
+            for count, n in zip(mix, per_source):
+                self.drawn[count.name] = self.drawn.get(count.name, 0) + n
+                # summed over processes at each epoch's end
+                pl_module.log(f"data/samples/{count.name}", float(n), on_step=False, on_epoch=True,
+                              reduce_fx="sum", sync_dist=True, batch_size=1)
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
         for counts, key in ((self.replaced, "bad_samples_replaced"), (self.filtered, "filtered_samples")):
@@ -46,11 +55,12 @@ class RunArtifacts(L.Callback):
                 counts["val"] += int(replaced.sum())
 
     def state_dict(self) -> dict:
-        return {"replaced": dict(self.replaced), "filtered": dict(self.filtered)}
+        return {"replaced": dict(self.replaced), "filtered": dict(self.filtered), "drawn": dict(self.drawn)}
 
     def load_state_dict(self, state: dict) -> None:
         self.replaced.update(state.get("replaced", {}))
         self.filtered.update(state.get("filtered", {}))
+        self.drawn.update(state.get("drawn", {}))
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -88,6 +98,10 @@ class RunArtifacts(L.Callback):
             "bad_samples_replaced": {split: _sum_over_ranks(trainer, n) for split, n in self.replaced.items()},
             # left out by data.filter.* after augmentation and replaced by the next sample (all processes)
             "filtered_samples": {split: _sum_over_ranks(trainer, n) for split, n in self.filtered.items()},
+            # a data.train mix: samples listed, repeat, positions per epoch, and drawn in this run (all processes)
+            "train_datasets": {c.name: {"samples": c.samples, "repeat": c.repeat, "per_epoch": c.per_epoch,
+                                        "drawn": _sum_over_ranks(trainer, self.drawn.get(c.name, 0))}
+                               for c in getattr(datamodule, "train_counts", [])},
             "model": str(getattr(pl_module, "load_report", "")),
             "fit_wall_time_s": round(wall_time_s, 1),
             **(extra or {}),
