@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 from lightning.pytorch.utilities import rank_zero_info
 from torch import nn
+from torch._dynamo.exc import TorchDynamoException  # what compile raises for graphs it cannot compile
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     CheckpointImpl,
     CheckpointWrapper,
@@ -113,7 +114,9 @@ def block_units(model: nn.Module) -> list[nn.Module]:
 
 class _CompiledForward:
     """A block's forward through ``torch.compile``; the first call (compilation included) is timed into
-    ``stats``, and a failure there or later runs the block eagerly from then on, with a warning naming it."""
+    ``stats``, and a compilation failure there or later (dynamo's errors, a backend's included) runs the block
+    eagerly from then on, with a warning naming it. Errors of the computation itself (out of memory, a shape
+    mismatch in eager code) are raised as they are."""
 
     def __init__(self, name: str, eager: Callable, backend: str, stats: dict):
         self.name, self.eager, self.stats, self.failed, self.timed = name, eager, stats, False, False
@@ -125,7 +128,7 @@ class _CompiledForward:
         start = time.perf_counter()
         try:
             out = self.compiled(*args, **kwargs)
-        except Exception as err:  # a graph break it cannot handle, a backend error: this block stays eager
+        except TorchDynamoException as err:  # a backend or tracing error: this block stays eager
             self.failed = True
             reason = " ".join(line.strip() for line in str(err).splitlines()[:2] if line.strip())
             warnings.warn(f"torch.compile of {self.name} failed ({type(err).__name__}: {reason}); it runs eagerly",

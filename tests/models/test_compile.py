@@ -62,3 +62,20 @@ def test_a_block_that_fails_to_compile_runs_eagerly():
     with pytest.warns(UserWarning, match=r"torch.compile of transformer block 0 failed .*runs eagerly"):
         fallback, _ = train_losses(ScaleConfig(compile=True, compile_backend="sapiens2_ft_failing"))
     assert fallback == pytest.approx(eager, abs=1e-6)
+
+
+def test_an_error_of_the_computation_is_not_taken_for_a_compile_failure():
+    """Out of memory inside a compiled block is the run's problem: raised, not hidden behind an eager rerun."""
+    from sapiens2_ft.models.sharding import compile_blocks
+
+    model, _ = build_task_model("seg", ["a", "b"], SIZE, size="tiny")
+    compile_blocks(model, backend="aot_eager")
+    forward = next(m.forward for m in model.modules() if type(m.forward).__name__ == "_CompiledForward")
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    forward.compiled = out_of_memory
+    with pytest.raises(torch.OutOfMemoryError):
+        model(torch.randn(1, 3, *SIZE))
+    assert not forward.failed  # the next call compiles again rather than running eagerly
