@@ -57,8 +57,12 @@ class SegBoxes:
 
     @torch.no_grad()
     def __call__(self, keys: list[str], images: list[np.ndarray]) -> list[np.ndarray]:
+        return self.from_maps(dense_maps(self.module, images))
+
+    def from_maps(self, maps: list[dict]) -> list[np.ndarray]:
+        """The boxes of this seg model's outputs (``dense_maps``) when they are already computed."""
         boxes = []
-        for outputs in dense_maps(self.module, images):
+        for outputs in maps:
             probs = outputs["logits"].softmax(1)[0]
             foreground = (probs.argmax(0) > 0).cpu().numpy()
             boxes.append(boxes_from_foreground(foreground, self.min_area, self.pad,
@@ -137,8 +141,9 @@ def add_box_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--boxes_from_seg: grow each box by this fraction of its size on every side")
 
 
-def box_source(args, out: Path):
-    """The BoxSource the box arguments ask for, or None when none is given."""
+def box_source(args, out: Path, loaded: dict | None = None):
+    """The BoxSource the box arguments ask for, or None when none is given. ``loaded``: modules already loaded,
+    by the name given (a ``--boxes_from_seg`` that is also a ``--model`` is loaded once)."""
     if args.detector and args.boxes_from_seg:
         raise SystemExit("give one of --detector and --boxes_from_seg")
     if args.detector:
@@ -147,7 +152,10 @@ def box_source(args, out: Path):
         except DetectorError as err:
             raise SystemExit(f"--detector: {err}") from None
     if args.boxes_from_seg:
-        seg_module, seg_task = load_module(args.boxes_from_seg, out / "seg_model", device=args.device)
+        if args.boxes_from_seg in (loaded or {}):
+            seg_module, seg_task = loaded[args.boxes_from_seg]
+        else:
+            seg_module, seg_task = load_module(args.boxes_from_seg, out / "seg_model", device=args.device)
         if seg_task != "seg":
             raise SystemExit(f"--boxes_from_seg: {args.boxes_from_seg} is a {seg_task} model; give a seg one")
         return SegBoxes(seg_module, args.seg_min_area, args.seg_box_pad)

@@ -77,11 +77,13 @@ def main(argv: list[str] | None = None) -> Path:
     images = {} if video else list_images(Path(args.input))
     several = len(args.model) > 1
     models: list[Model] = []
+    loaded: dict[str, tuple] = {}
     for k, name in enumerate(args.model):  # a checkpoint among several is exported to OUT/models/K/model
         module, task = load_module(name, out / "models" / str(k) if several else out, args.keypoints, args.device)
         if task in [m.task for m in models]:
             raise SystemExit(f"--model: two {task} models ({name}); give one model per task")
         models.append(Model(module, task, out / task if several else out))
+        loaded[name] = module, task
     pose = [m for m in models if m.is_pose]
     if (args.boxes or args.detector or args.boxes_from_seg) and not pose:
         raise SystemExit(f"--boxes, --detector and --boxes_from_seg are for pose models; {args.model[0]} is "
@@ -89,7 +91,7 @@ def main(argv: list[str] | None = None) -> Path:
     if args.boxes and (args.detector or args.boxes_from_seg):
         raise SystemExit("give one of --boxes, --detector and --boxes_from_seg")
     ids, boxes = read_boxes(Path(args.boxes) if args.boxes else None, list(images))
-    source = FileBoxes(boxes) if args.boxes else box_source(args, out) or whole_image
+    source = FileBoxes(boxes) if args.boxes else box_source(args, out, loaded) or whole_image
     mask_model = None
     if args.mask_model:
         mask_module, mask_task = load_module(args.mask_model, out / "mask_model", device=args.device)

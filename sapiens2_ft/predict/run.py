@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from sapiens2_ft.predict.boxes import BoxSource, whole_image
+from sapiens2_ft.predict.boxes import BoxSource, SegBoxes, whole_image
 from sapiens2_ft.predict.dense import dense_files, dense_maps, figure_mask
 from sapiens2_ft.predict.inputs import output_name, read_chunks
 from sapiens2_ft.predict.pose import PoseResults, estimate
@@ -46,6 +46,15 @@ def people_masks(maps: dict, mask_model: Model | None, images) -> list | None:
     return None
 
 
+def person_boxes(models: list[Model], maps: dict, source: BoxSource, keys: list[str], images) -> list[np.ndarray]:
+    """The chunk's person boxes; boxes from a seg model that also runs as a ``--model`` reuse its outputs."""
+    if isinstance(source, SegBoxes):
+        for m in models:
+            if m.module is source.module:
+                return source.from_maps(maps[m.task])
+    return source(keys, images)
+
+
 @torch.no_grad()
 def infer_chunk(models: list[Model], keys: list[str], images: list[np.ndarray], source: BoxSource,
                 batch_size: int, mask_model: Model | None = None) -> list[dict]:
@@ -53,9 +62,10 @@ def infer_chunk(models: list[Model], keys: list[str], images: list[np.ndarray], 
     maps = {m.task: dense_maps(m.module, images) for m in models if not m.is_pose}
     masks = people_masks(maps, mask_model, images)
     results: list[dict] = [{} for _ in images]
+    boxes = person_boxes(models, maps, source, keys, images) if any(m.is_pose for m in models) else None
     for m in models:
         if m.is_pose:
-            for i, people in enumerate(estimate(m.module, images, source(keys, images), batch_size)):
+            for i, people in enumerate(estimate(m.module, images, boxes, batch_size)):
                 results[i][m.task] = people
         else:
             for i, image in enumerate(images):

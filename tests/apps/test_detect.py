@@ -96,6 +96,30 @@ def test_boxes_from_seg_crop_each_foreground_region(pose_run, seg_checkpoint, ti
     assert sorted(r["bbox"] for r in results) == sorted(np.round(b[:4], 2).tolist() for b in expected)
 
 
+def test_a_seg_model_giving_boxes_and_maps_runs_once(pose_run, seg_checkpoint, tiny_coco, tmp_path, monkeypatch):
+    """``--model S --boxes_from_seg S``: one seg forward per chunk, the same boxes as ``--boxes_from_seg`` alone."""
+    from sapiens2_ft.predict import boxes as box_sources
+    from sapiens2_ft.predict import run
+
+    calls = []
+    real = run.dense_maps
+
+    def counted(module, images):
+        calls.append(type(module).__name__)
+        return real(module, images)
+
+    for where in (run, box_sources):  # the maps of --model and of --boxes_from_seg
+        monkeypatch.setattr(where, "dense_maps", counted)
+    args = ["--input", str(tiny_coco / "val2017"), "--boxes_from_seg", str(seg_checkpoint), "--batch_size", "8"]
+    both = predict.main(["--model", str(pose_run[0] / "export"), "--model", str(seg_checkpoint), *args,
+                         "--out", str(tmp_path / "both")])
+    assert calls == ["SegmentationModule"]  # the val folder's 2 images are one chunk
+    alone = predict.main(["--model", str(pose_run[0] / "export"), *args, "--out", str(tmp_path / "alone")])
+    boxes = [sorted(r["bbox"] for r in json.loads(path.read_text()))
+             for path in (both / "pose" / "keypoints.json", alone / "keypoints.json")]
+    assert boxes[0] == boxes[1] and boxes[0]
+
+
 def test_box_options_are_checked(pose_run, seg_checkpoint, tiny_coco, tmp_path):
     base = ["--input", str(tiny_coco / "val2017"), "--out", str(tmp_path / "out")]
     pose = ["--model", str(pose_run[0] / "export"), *base]
