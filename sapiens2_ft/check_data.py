@@ -8,19 +8,34 @@ and category ids, keypoint count of the keypoint set, visibility flags in {0, 1,
 size inside the image); dense targets of the image's size, labels within the class set or the ignore
 index, normals finite and of unit length, depth finite and positive, 3x3 intrinsics with positive focals.
 A lighter check (no decoding) runs at the start of every fit.
+
+``--show N [--out DIR]``: after the check, ``DIR/data_check.png`` (default: the current directory), a sheet of
+the first N training samples as the training loader yields them (augmented; the first batches of a run with
+the same seed), with their targets drawn (``sapiens2_ft/tasks/sample_sheet.py``).
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+from jsonargparse.typing import NonNegativeInt
 
 from sapiens2_ft.compat import cli_value
+from sapiens2_ft.tasks.sample_sheet import SHEET_FILE, data_sheet, sheet_labels, split_batch, write_sheet
 from sapiens2_ft.training.cli import Sapiens2CLI, resolve_config_args, task_of
 from sapiens2_ft.training.config_safety import check_class_paths
 
 
 class DataCheckCLI(Sapiens2CLI):
-    """Parses a training config like ``train.py`` but builds only the DataModule."""
+    """Parses a training config like ``train.py`` (plus ``--show`` and ``--out``) but builds only the DataModule."""
+
+    def add_arguments_to_parser(self, parser) -> None:
+        super().add_arguments_to_parser(parser)
+        parser.add_argument("--show", type=NonNegativeInt, default=0,
+                            help="After the check, draw this many augmented training samples with their targets "
+                                 f"into OUT/{SHEET_FILE} (0: no sheet)")
+        parser.add_argument("--out", default=".", help=f"Folder of {SHEET_FILE} (default: the current directory)")
 
     def before_instantiate_classes(self) -> None:
         check_class_paths(self.config.as_dict())
@@ -29,6 +44,36 @@ class DataCheckCLI(Sapiens2CLI):
         self.config_init = self.parser.instantiate_classes(self.config)
         self.datamodule = cli_value(self, self.config_init, "data")
         self.model = cli_value(self, self.config_init, "model")
+
+
+def loader_items(loader, count: int) -> list[dict]:
+    """The first ``count`` items of ``loader``'s first pass, loaded and collated as the loader does it (its
+    batch sampler's keys, its dataset, its collate function), then split into items again."""
+    items = []
+    for keys in loader.batch_sampler:
+        batch = loader.collate_fn([loader.dataset[key] for key in keys[:count - len(items)]])
+        items += split_batch(batch, count - len(items))
+        if len(items) >= count:
+            break
+    return items
+
+
+def write_data_sheet(cli: DataCheckCLI, count: int, out: str) -> Path:
+    """``out/data_check.png`` of the first ``count`` training samples."""
+    data = cli.datamodule
+    data.setup("fit")
+    loader = data.train_dataloader()
+    items = loader_items(loader, count)
+    if not items:
+        raise SystemExit(f"--show: the training loader yields no batch ({len(loader.dataset)} samples, "
+                         f"batch size {loader.batch_size}, the last partial batch dropped)")
+    try:
+        sheet = data_sheet(cli.task.name, items, sheet_labels(data))
+    except ValueError as err:
+        raise SystemExit(f"--show: {err}") from None
+    path = write_sheet(sheet, Path(out) / SHEET_FILE)
+    print(f"data sheet of {len(items)} augmented training samples: {path}")
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     print(report.format())
     if report.fatal:
         print(f"{len(report.fatal)} fatal problems: fix them, or train with data.on_bad_sample: skip")
+    show = cli_value(cli, cli.config, "show")
+    if show and report.fatal:
+        print("--show: no data sheet while fatal problems remain")
+    elif show:
+        write_data_sheet(cli, show, cli_value(cli, cli.config, "out"))
     return 1 if report.fatal else 0
 
 

@@ -24,7 +24,8 @@ LAYERS = {
     "sapiens2_ft.memory": 4,
 }
 LAYER_NAMES = ("data", "models", "tasks", "training", "apps")
-SHARED_TASK_MODULES = {"registry", "heads", "base", "dense_maps", "visualize"}  # tasks/*.py: any task may use them
+SHARED_TASK_MODULES = {"registry", "heads", "base", "dense_maps", "visualize",  # tasks/*.py: any task may use them
+                       "sample_pictures", "sample_sheet"}
 
 
 def module_name(path: Path) -> str:

@@ -17,7 +17,7 @@ from datamodules.body_parts import SAPIENS2_PART_CLASSES, resolve_class_names
 from datamodules.dense_targets import TARGETS, TargetSpec
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft.models.factory import LoadReport, build_model
-from sapiens2_ft.tasks import heads
+from sapiens2_ft.tasks import heads, sample_pictures
 
 POSE_DATA = "datamodules.pose_datamodule.PoseDataModule"
 DENSE_DATA = "datamodules.dense_datamodule.DenseDataModule"
@@ -45,6 +45,8 @@ class TaskSpec:
         predictor: How ``python -m sapiens2_ft.predict`` runs it: ``pose`` (person crops) or ``dense``
             (whole images); None: not runnable there.
         processor: Settings of its exported ``preprocessor_config.json`` beyond the normalisation.
+        draw_sample: How the data-check sheet draws one training sample and its targets
+            (``tasks/sample_pictures.py``); None: no sheet.
     """
 
     name: str
@@ -61,6 +63,7 @@ class TaskSpec:
     targets: TargetSpec | None = None
     predictor: Literal["pose", "dense"] | None = None
     processor: Mapping[str, object] = field(default_factory=dict)
+    draw_sample: Callable | None = None
 
 
 def _sapiens2_308() -> list[str]:
@@ -77,19 +80,24 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
     TaskSpec("pose", "sapiens2_ft.tasks.pose.module.PoseModule", POSE_DATA, ("val/AP", "max"),
              "Sapiens2ForPoseEstimation", label_kind="keypoint", label_arg="keypoints", heads=heads.POSE_HEADS,
              released_labels=_sapiens2_308, links=KEYPOINT_LINKS, predictor="pose",
-             processor={"do_pad": False, "keypoint_heatmap_downscale_factor": 4}),
+             processor={"do_pad": False, "keypoint_heatmap_downscale_factor": 4},
+             draw_sample=sample_pictures.draw_pose),
     _dense("seg", "SegmentationModule", "Sapiens2ForSemanticSegmentation", ("val/mIoU", "max"),
            label_kind="class", label_arg="class_names", heads=heads.SEG_HEADS,
            released_labels=lambda: SAPIENS2_PART_CLASSES,
            links=DENSE_LINKS + ((("data.num_classes", "data.class_names"), "model.class_names", resolve_class_names),),
+           draw_sample=sample_pictures.draw_seg,
            processor={"do_pad": False}),  # transformers' seg post-processing expects a stretched input
     _dense("normal", "NormalModule", "Sapiens2ForNormalEstimation", ("val/angle_mean", "min"),
            outputs=("normal_x", "normal_y", "normal_z"), heads=heads.PIXEL_SHUFFLE_HEADS,
+           draw_sample=sample_pictures.draw_normal,
            processor={"do_pad": True}),  # letterboxed as in training; the post-processing removes the padding
     _dense("pointmap", "PointmapModule", "Sapiens2ForPointmapEstimation", ("val/l2", "min"),
-           outputs=("x", "y", "z"), heads=heads.POINTMAP_HEADS, processor={"do_pad": True}),
+           outputs=("x", "y", "z"), heads=heads.POINTMAP_HEADS, processor={"do_pad": True},
+           draw_sample=sample_pictures.draw_pointmap),
     _dense("matting", "MattingModule", "Sapiens2ForImageMatting", ("val/sad", "min"),
            outputs=("foreground_r", "foreground_g", "foreground_b", "alpha"), heads=heads.PIXEL_SHUFFLE_HEADS,
+           draw_sample=sample_pictures.draw_matting,
            processor={"do_pad": False}),  # transformers' matting post-processing expects a stretched input
     # Pretraining of the demo backbone on every task at once (configs/pretrain_demo_backbone.yaml).
     TaskSpec("multitask", "sapiens2_ft.tasks.multitask.module.MultiTaskModule",

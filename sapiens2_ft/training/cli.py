@@ -32,6 +32,7 @@ from lightning.pytorch.loggers import WandbLogger
 from sapiens2_ft.compat import cli_value, experiment_started
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
 from sapiens2_ft.tasks.registry import TASKS, import_class, task_spec
+from sapiens2_ft.training.callbacks.data_sheet import DataSheet
 from sapiens2_ft.training.callbacks.ema_stop import (EarlyStoppingConfig, EMAConfig, early_stopping_callback,
                                                      ema_callback)
 from sapiens2_ft.training.callbacks.image_panels import ImagePanels
@@ -192,6 +193,7 @@ class Sapiens2CLI(LightningCLI):
             LearningRateMonitor(logging_interval="step"),
             RunArtifacts(self.run_dir),
             ImagePanels(self.run_dir, tracking.num_panel_images),
+            DataSheet(self.run_dir),
             Throughput(),
             NonFiniteGuard(cli_value(self, self.config_init, "non_finite")),
             ResumeDataPosition(),
