@@ -1,12 +1,14 @@
 """``python train.py --config pose_demo.yaml [--section.key value ...]``: LightningCLI around the task modules.
 
-- ``--config NAME`` looks NAME up in ``configs/`` when it is not a path; several ``--config`` merge in order.
+- ``--config NAME`` looks NAME up in ``configs/`` (shipped in the package: ``sapiens2_ft/resources.py``) when it is
+  not a path; several ``--config`` merge in order; ``--list-configs`` lists them.
 - The top-level ``task`` key (pose, seg, normal, pointmap, matting, multitask) picks the LightningModule and
   DataModule of the task registry (``sapiens2_ft/tasks/registry.py``), and its argument links.
 - Every run gets a run directory (``--run_dir``, default ``runs/<config>/<timestamp>``) holding the
   resolved ``config.yaml``, ``checkpoints/`` (best by the task's metric, and last), ``metrics.csv`` and
   the dashboard's files (``tracking.*``), the latest validation's predictions (pose ``predictions.json``,
-  dense ``predictions/``) and image panels (``overlays/``), and at the end ``results.png``, ``export/``
+  dense ``predictions/``), image panels (``overlays/``), each validation's ``diagnostics/step_<N>/``, and at
+  the end ``results.png``, ``export/``
   (the best checkpoint as a Hugging Face model directory) and ``summary.json``.
 - ``--resume auto|PATH`` continues a run (weights, optimiser, schedule, step, wandb run);
   ``--init_from CKPT_OR_DIR`` starts a new run from an earlier run's weights only.
@@ -31,10 +33,12 @@ from lightning.pytorch.loggers import WandbLogger
 
 from sapiens2_ft.compat import cli_value, experiment_started
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
+from sapiens2_ft.resources import config_dir, format_config_list
 from sapiens2_ft.tasks.registry import TASKS, import_class, task_spec
 from sapiens2_ft.training.callbacks.data_sheet import DataSheet
 from sapiens2_ft.training.callbacks.ema_stop import (EarlyStoppingConfig, EMAConfig, early_stopping_callback,
                                                      ema_callback)
+from sapiens2_ft.training.callbacks.diagnostics import ValidationDiagnostics
 from sapiens2_ft.training.callbacks.image_panels import ImagePanels
 from sapiens2_ft.training.callbacks.non_finite import NonFiniteConfig, NonFiniteGuard
 from sapiens2_ft.training.callbacks.progress import StepProgressBar
@@ -42,7 +46,8 @@ from sapiens2_ft.training.callbacks.resume_position import ResumeDataPosition
 from sapiens2_ft.training.callbacks.run_artifacts import RunArtifacts
 from sapiens2_ft.training.callbacks.step_checkpoint import StepCheckpoint
 from sapiens2_ft.training.callbacks.throughput import Throughput
-from sapiens2_ft.training.checkpoint_io import AtomicCheckpointIO
+from sapiens2_ft.training.checkpoint_io import (AtomicCheckpointIO, CheckpointSaveError,
+                                                agree_on_failed_saves)
 from sapiens2_ft.training.config_safety import check_class_paths
 from sapiens2_ft.training.hf_export import export_checkpoint
 from sapiens2_ft.training.results_page import write_results_png
@@ -50,7 +55,7 @@ from sapiens2_ft.training.run_dir import (LAST_CHECKPOINT, RUN_DIR_ENV, check_fr
                                           resolve_resume, run_name)
 from sapiens2_ft.training.tracking import TrackingConfig, build_loggers, git_commit, new_run_id
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent.parent / "configs"
+CONFIG_DIR = config_dir()  # the checkout's configs/, or the installed package's copy
 
 
 def resolve_config_args(argv: list[str]) -> list[str]:
@@ -194,6 +199,7 @@ class Sapiens2CLI(LightningCLI):
             RunArtifacts(self.run_dir),
             ImagePanels(self.run_dir, tracking.num_panel_images),
             DataSheet(self.run_dir),
+            ValidationDiagnostics(self.run_dir),
             Throughput(),
             NonFiniteGuard(cli_value(self, self.config_init, "non_finite")),
             ResumeDataPosition(),
@@ -210,7 +216,9 @@ class Sapiens2CLI(LightningCLI):
         kwargs["use_distributed_sampler"] = False  # the DataModules split data over processes themselves
         plugins = config.get("plugins") or []
         kwargs["plugins"] = (plugins if isinstance(plugins, list) else [plugins]) + [AtomicCheckpointIO()]
-        return super().instantiate_trainer(**kwargs)
+        trainer = super().instantiate_trainer(**kwargs)
+        agree_on_failed_saves(trainer.strategy)  # a failed save stops every rank, none waits in a barrier
+        return trainer
 
     def resolved_config(self) -> dict:
         """The whole recipe as plain data, for the dashboard."""
@@ -219,7 +227,11 @@ class Sapiens2CLI(LightningCLI):
 
 def main(argv: list[str] | None = None) -> dict:
     """Parse, fit, validate the final weights, write the summary; returns the summary."""
-    argv = resolve_config_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if "--list-configs" in argv:
+        print(format_config_list())
+        raise SystemExit(0)
+    argv = resolve_config_args(argv)
     # sys.argv stays as it is: Lightning's launcher starts the other ranks by re-running it.
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
     cli = Sapiens2CLI(task_of(argv), args=argv, run=False, seed_everything_default=0, save_config_callback=SaveRecipe,
@@ -246,6 +258,9 @@ def main(argv: list[str] | None = None) -> dict:
     started = time.time()
     try:
         trainer.fit(model, datamodule=data, ckpt_path=checkpoint, weights_only=True)
+    except CheckpointSaveError as err:  # the message says it all (path, size, free space); every rank stops
+        close_dashboards(trainer, exit_code=1)
+        raise SystemExit(str(err)) from None
     except BaseException:
         close_dashboards(trainer, exit_code=1)
         raise
@@ -253,7 +268,10 @@ def main(argv: list[str] | None = None) -> dict:
     if artifacts.last_validated_step != trainer.global_step:
         trainer.validate(model, datamodule=data, verbose=False)
     if artifacts.last_saved_step != trainer.global_step:  # steps after the last validation: keep them too
-        trainer.save_checkpoint(cli.run_dir / LAST_CHECKPOINT)
+        try:
+            trainer.save_checkpoint(cli.run_dir / LAST_CHECKPOINT)
+        except CheckpointSaveError as err:
+            raise SystemExit(str(err)) from None
     guard = next(c for c in trainer.callbacks if isinstance(c, NonFiniteGuard))
     summary = artifacts.write_summary(trainer, model, data, wall_time_s=time.time() - started, extra={
         "git_commit": commit, "non_finite_skipped_steps": guard.skipped, "non_finite_events": guard.events})

@@ -1,0 +1,95 @@
+"""Two CPU ranks (gloo) save a checkpoint, then save it again while one rank's disk is full.
+
+``python tests/save_failure_fit.py --out DIR --strategy {ddp,fsdp2,fsdp2_file} --fail_rank R`` writes
+``DIR/rank{r}.json`` per rank: the error that rank raised on the second save (or null), whether the
+checkpoint on disk is unchanged and the partial / temporary files left beside it. Under ``ddp`` and
+``fsdp2_file`` rank 0 writes one file; under ``fsdp2`` every rank writes its shards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import lightning as L
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint.filesystem as dcp_filesystem
+from distributed_fit import CLASSES, SIZE, FixedBatches
+
+from sapiens2_ft.tasks.registry import build_task_model
+from sapiens2_ft.tasks.seg.module import SegmentationModule
+from sapiens2_ft.training.checkpoint_io import AtomicCheckpointIO, CheckpointSaveError, agree_on_failed_saves
+from sapiens2_ft.training.strategies import FSDP2Strategy
+
+
+def fill_disk(trainer: L.Trainer) -> None:
+    """From now on this process's checkpoint writes fail with ENOSPC after their first bytes."""
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    io = trainer.strategy.checkpoint_io
+
+    def write_some(checkpoint: dict, f) -> None:
+        f.write(b"PK\x03\x04 some bytes before the disk filled up")
+        full()
+
+    io._write = write_some
+    dcp_filesystem.FileSystem.create_stream = full  # the shard files of a distributed checkpoint
+
+
+def digest(path: Path) -> str:
+    """A hash of a checkpoint file, or of every file of a checkpoint directory."""
+    files = sorted(path.rglob("*")) if path.is_dir() else [path]
+    h = hashlib.sha256()
+    for f in files:
+        if f.is_file():
+            h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--strategy", choices=["ddp", "fsdp2", "fsdp2_file"], required=True)
+    parser.add_argument("--fail_rank", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    out = Path(args.out)
+    init = out / "init"
+    if not init.exists():  # the launching process writes it before any rank starts
+        torch.manual_seed(0)
+        build_task_model("seg", CLASSES, SIZE, size="tiny")[0].save_pretrained(init)
+    module = SegmentationModule(pretrained=str(init), input_size=SIZE, class_names=CLASSES, dice_weight=0.0,
+                                optim={"lr": 1e-3, "warmup_steps": 0, "fused": False})
+    strategy = {"ddp": "ddp", "fsdp2": FSDP2Strategy(),
+                "fsdp2_file": FSDP2Strategy(save_distributed_checkpoint=False)}[args.strategy]
+    trainer = L.Trainer(accelerator="cpu", devices=2, strategy=strategy, max_steps=1, limit_val_batches=0,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, plugins=[AtomicCheckpointIO()], use_distributed_sampler=False)
+    agree_on_failed_saves(trainer.strategy)
+    trainer.fit(module, datamodule=FixedBatches())
+    checkpoint = out / "last.ckpt"
+    trainer.save_checkpoint(checkpoint)  # step 1, whole
+    before = digest(checkpoint)
+    if trainer.global_rank == args.fail_rank:
+        fill_disk(trainer)
+    error = None
+    try:
+        trainer.save_checkpoint(checkpoint)
+    except CheckpointSaveError as err:
+        error = str(err)
+    dist.barrier()  # every rank reached here: none hangs in the failed save
+    left = sorted(p.name for p in out.iterdir() if p.name.startswith(".") or p.name.endswith((".partial", ".old")))
+    (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(
+        {"error": error, "unchanged": digest(checkpoint) == before, "left": left}))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""A save that fails (full disk, quota, permission) stops the run with one clear error naming the path, the
+checkpoint's size and the free space; the previous checkpoint stays whole, no partial file is left, and on
+several ranks every rank stops with the same message."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import pose_run_args
+
+from sapiens2_ft.training.checkpoint_io import AtomicCheckpointIO, CheckpointSaveError
+from sapiens2_ft.training.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def failing_write(code: int, after_bytes: int = 64):
+    """An ``AtomicCheckpointIO._write`` whose file fails with ``code`` once ``after_bytes`` are written."""
+    def write(checkpoint: dict, f) -> None:
+        class Filling:
+            written = 0
+
+            def write(self, data) -> int:
+                if self.written + len(data) > after_bytes:
+                    f.write(bytes(data)[: after_bytes - self.written])  # what fitted
+                    raise OSError(code, os.strerror(code))
+                self.written += len(data)
+                return f.write(data)
+
+            def flush(self) -> None:
+                f.flush()
+
+        torch.save(checkpoint, Filling())
+    return write
+
+
+@pytest.mark.parametrize("code,hint", [(errno.ENOSPC, "larger file system"), (errno.EDQUOT, "quota"),
+                                       (errno.EACCES, "permissions")])
+def test_a_failed_write_names_path_size_and_free_space_and_keeps_the_previous(tmp_path, code, hint):
+    io = AtomicCheckpointIO()
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    io.save_checkpoint({"global_step": 2, "w": torch.zeros(10)}, path)
+    io._write = failing_write(code)
+    with pytest.raises(CheckpointSaveError) as caught:
+        io.save_checkpoint({"global_step": 4, "w": torch.zeros(1000)}, path)
+    message = str(caught.value)
+    free = shutil.disk_usage(path.parent).free
+    assert message.startswith(f"cannot write checkpoint {path}: {os.strerror(code)} ({errno.errorcode[code]})")
+    assert "4,000 bytes" in message and f"{free // 10**9}." in message and f"free on {path.parent}" in message
+    assert hint in message
+    assert torch.load(path, weights_only=True)["global_step"] == 2  # the previous one, whole
+    assert [p.name for p in path.parent.iterdir()] == ["last.ckpt"]  # no temporary file left
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A 1 MB tmpfs at ``tmp_path/small`` (mounting needs root; skipped where it is not allowed)."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); the patched-write "
+                    "tests cover the same path")
+    yield mount_point
+    subprocess.run(["umount", str(mount_point)], check=True)
+
+
+def test_a_full_file_system(small_filesystem):
+    io = AtomicCheckpointIO()
+    path = small_filesystem / "last.ckpt"
+    io.save_checkpoint({"global_step": 2, "w": torch.zeros(50_000)}, path)  # 200 kB of 1 MB
+    with pytest.raises(CheckpointSaveError, match=r"No space left on device \(ENOSPC\); the checkpoint is 1\.2 MB "
+                                                  r"\(1,200,000 bytes\), [0-9.]+ kB .* free on "):
+        io.save_checkpoint({"global_step": 4, "w": torch.zeros(300_000)}, path)
+    assert torch.load(path, weights_only=True)["global_step"] == 2
+    assert [p.name for p in small_filesystem.iterdir()] == ["last.ckpt"]
+
+
+def test_a_run_whose_disk_fills_stops_with_the_message(tiny_coco, tiny_pose308_dir, tmp_path, monkeypatch):
+    write = failing_write(errno.ENOSPC, after_bytes=10_000)
+    real = AtomicCheckpointIO._write
+    monkeypatch.setattr(AtomicCheckpointIO, "_write",
+                        lambda self, ckpt, f: (write if ckpt["global_step"] >= 4 else real.__get__(self))(ckpt, f))
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit, match=f"cannot write checkpoint {run_dir / 'checkpoints'}/.*No space left on "
+                                         "device .* free on .*the previous checkpoint is kept"):
+        main(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 4, "--tracking.logger", "csv", "--export", "false"))
+    checkpoints = run_dir / "checkpoints"
+    assert torch.load(checkpoints / "last.ckpt", weights_only=True)["global_step"] == 2
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["best-step2.ckpt", "last.ckpt"]
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("strategy,fail_rank", [("ddp", 0), ("fsdp2", 1), ("fsdp2_file", 0)])
+def test_every_rank_stops_with_the_same_message(tmp_path, strategy, fail_rank):
+    """2 gloo ranks; rank-0-only single-file saves (DDP, FSDP2 consolidated) and FSDP2 shards on every rank."""
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "save_failure_fit.py"), "--out", str(tmp_path),
+                             "--strategy", strategy, "--fail_rank", str(fail_rank)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:  # a rank hangs in the failed save
+        os.killpg(proc.pid, 9)
+        pytest.fail(f"{strategy}: a rank hung after rank {fail_rank}'s save failed\n{proc.communicate()[1][-3000:]}")
+    assert proc.returncode == 0, err[-3000:]
+    reports = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert reports[0]["error"] == reports[1]["error"]
+    assert reports[0]["error"].startswith(f"rank {fail_rank}: cannot write checkpoint {tmp_path / 'last.ckpt'}: "
+                                          "No space left on device (ENOSPC); the checkpoint is 15.")
+    assert all(r["unchanged"] and r["left"] == [] for r in reports), reports
