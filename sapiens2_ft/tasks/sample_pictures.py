@@ -64,13 +64,16 @@ def display_image(image) -> np.ndarray:
     return np.ascontiguousarray(image.transpose(1, 2, 0))
 
 
-def scaled(picture: np.ndarray, factor: float) -> np.ndarray:
-    """``picture`` at ``factor`` x its size: nearest-neighbour when enlarging (labels stay crisp), area when
-    shrinking."""
+def scaled(picture: np.ndarray, factor: float, nearest: bool = False) -> np.ndarray:
+    """``picture`` (H, W[, C]) at ``factor`` x its size: nearest-neighbour when enlarging or for ``nearest`` maps
+    (labels, masks, normals: no values made up), area when shrinking an image."""
     if factor == 1:
         return picture
     size = (max(1, round(picture.shape[1] * factor)), max(1, round(picture.shape[0] * factor)))
-    return cv2.resize(picture, size, interpolation=cv2.INTER_NEAREST if factor > 1 else cv2.INTER_AREA)
+    if picture.dtype in (bool, np.int64):  # types cv2.resize lacks
+        work = picture.astype(np.uint8 if picture.dtype == bool else np.int32)
+        return cv2.resize(work, size, interpolation=cv2.INTER_NEAREST).astype(picture.dtype)
+    return cv2.resize(picture, size, interpolation=cv2.INTER_NEAREST if factor > 1 or nearest else cv2.INTER_AREA)
 
 
 def keypoint_sides(metainfo: KeypointMetainfo) -> np.ndarray:
@@ -142,37 +145,51 @@ def draw_pose(item: dict, labels: SheetLabels, factor: float) -> SamplePicture:
     return SamplePicture(tiles, [_caption(item), "flipped"], key=key)
 
 
-def _with_image(item: dict, target: np.ndarray, title: str, factor: float, **kwargs) -> SamplePicture:
-    image = display_image(item["image"])
-    return SamplePicture([scaled(image, factor), scaled(target, factor)], [_caption(item), title], **kwargs)
+# Dense targets are scaled to the sheet first (nearest-neighbour) and drawn there: drawing 1024x768 maps and
+# shrinking the pictures afterwards costs seconds per sheet.
+
+def _image(item: dict, factor: float) -> np.ndarray:
+    return scaled(display_image(item["image"]), factor)
 
 
-def _mask(item: dict) -> np.ndarray:
-    return as_numpy(item["mask"]).reshape(as_numpy(item["image"]).shape[1:]).astype(bool)
+def _map(item: dict, key: str, factor: float) -> np.ndarray:
+    """Target ``key`` as (H, W) or (H, W, C) (channels last) at the sheet's scale."""
+    value = as_numpy(item[key])
+    if key == "mask":
+        value = value.reshape(as_numpy(item["image"]).shape[1:]).astype(bool)
+    elif value.ndim == 3:
+        value = value.transpose(1, 2, 0)
+        value = value[..., 0] if value.shape[-1] == 1 else value
+    return scaled(np.ascontiguousarray(value), factor, nearest=True)
+
+
+def _picture(item: dict, image: np.ndarray, target: np.ndarray, title: str, **kwargs) -> SamplePicture:
+    return SamplePicture([image, target], [_caption(item), title], **kwargs)
 
 
 def draw_seg(item: dict, labels: SheetLabels, factor: float) -> SamplePicture:
     """The image and its class colours (background and ignored pixels show the image)."""
-    classes = as_numpy(item["labels"]).astype(np.int64)
+    classes = _map(item, "labels", factor).astype(np.int64)
     largest = int(classes[classes != IGNORE_INDEX].max(initial=0))
     names = labels.class_names or tuple(str(c) for c in range(largest + 1))  # ids when the set has no names
-    overlay = label_overlay(display_image(item["image"]), classes, len(names), ignore_index=IGNORE_INDEX)
-    present = {int(c) for c in np.unique(classes) if 0 < c < len(names)}
-    return _with_image(item, overlay, "labels", factor, classes=present)
+    image = _image(item, factor)
+    overlay = label_overlay(image, classes, len(names), ignore_index=IGNORE_INDEX)
+    present = {int(c) for c in np.unique(as_numpy(item["labels"])) if 0 < c < len(names)}
+    return _picture(item, image, overlay, "labels", classes=present)
 
 
 def draw_normal(item: dict, labels: SheetLabels, factor: float) -> SamplePicture:
     """The image and its normals as RGB ((n + 1) / 2; pixels outside the mask black)."""
-    return _with_image(item, normal_rgb(as_numpy(item["normals"]).transpose(1, 2, 0), _mask(item)), "normals",
-                       factor)
+    normals = normal_rgb(_map(item, "normals", factor), _map(item, "mask", factor))
+    return _picture(item, _image(item, factor), normals, "normals")
 
 
 def draw_pointmap(item: dict, labels: SheetLabels, factor: float) -> SamplePicture:
     """The image and its depth (the pointmap's z) as turbo, near = red, over the mask."""
-    depth = as_numpy(item["pointmap"])[2]
-    return _with_image(item, depth_turbo(depth, _mask(item)), "depth (z)", factor)
+    depth = depth_turbo(_map(item, "pointmap", factor)[..., 2], _map(item, "mask", factor))
+    return _picture(item, _image(item, factor), depth, "depth (z)")
 
 
 def draw_matting(item: dict, labels: SheetLabels, factor: float) -> SamplePicture:
     """The image and its alpha matte (white = 1)."""
-    return _with_image(item, gray(as_numpy(item["alpha"])[0]), "alpha", factor)
+    return _picture(item, _image(item, factor), gray(_map(item, "alpha", factor)), "alpha")
