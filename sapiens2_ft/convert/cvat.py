@@ -1,0 +1,145 @@
+"""CVAT: "CVAT for images 1.1" XML (``SRC/annotations.xml`` + ``SRC/images/``), or its COCO keypoints export
+(no XML: ``coco.py``).
+
+Each ``<image name width height>`` holds shapes with a ``label`` attribute: ``<points points="x,y">`` (a
+keypoint named by its label; ``occluded="1"``: visibility 1), ``<box xtl ytl xbr ybr>`` (a person box),
+``<polygon points="x0,y0;x1,y1;...">`` and ``<mask rle left top width height>`` (label-map regions, painted in
+``z_order``), and ``<skeleton>`` (one person; its ``<points>`` children are its keypoints, ``outside="1"``: not
+labelled). A ``group_id`` attribute ties shapes to one person (a skeleton with its box). Polylines, ellipses and
+cuboids are reported and left out; tags are passed over.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+
+from datamodules.data_check import DataReport
+from sapiens2_ft.convert import coco
+from sapiens2_ft.convert.records import ConvertError, ImageRecord
+from sapiens2_ft.convert.shapes import Shape, at, decode_counts_rle, people_from_shapes, regions_from_shapes
+
+SKIPPED = ("polyline", "ellipse", "cuboid")
+
+
+def parse_points(text: str | None) -> np.ndarray | None:
+    """``"x0,y0;x1,y1"`` -> (N, 2); None when malformed."""
+    try:
+        points = np.array([[float(v) for v in pair.split(",")] for pair in (text or "").split(";") if pair.strip()])
+    except ValueError:
+        return None
+    if points.ndim != 2 or points.shape[1] != 2 or not len(points) or not np.isfinite(points).all():
+        return None
+    return points
+
+
+def _float_attrs(element, names) -> list[float] | None:
+    try:
+        values = [float(element.get(n)) for n in names]
+    except (TypeError, ValueError):
+        return None
+    return values if all(math.isfinite(v) for v in values) else None
+
+
+def _shape(element, where: str, group, xml_file: Path, record: str, problems: DataReport) -> Shape | None:
+    tag, label = element.tag, element.get("label")
+    z = int(element.get("z_order") or 0)
+    bad = lambda field, expected: problems.add(xml_file, at(record, where), field,  # noqa: E731
+                                               f"{expected}; the shape is left out")
+    if not label:
+        bad("label", "a label attribute")
+        return None
+    if tag == "box":
+        corners = _float_attrs(element, ("xtl", "ytl", "xbr", "ybr"))
+        if corners is None:
+            bad("xtl/ytl/xbr/ybr", "finite numbers")
+            return None
+        return Shape("box", label, where, np.reshape(corners, (2, 2)), group=group, z=z)
+    if tag == "mask":
+        box = _float_attrs(element, ("left", "top", "width", "height"))
+        try:
+            counts = [int(v) for v in (element.get("rle") or "").replace(" ", "").split(",") if v]
+            mask = decode_counts_rle(counts, int(box[2]), int(box[3])) if box else None
+        except ValueError as err:
+            bad("rle", f"run lengths over the mask's box ({err})")
+            return None
+        if mask is None:
+            bad("left/top/width/height", "integers")
+            return None
+        x0, y0 = int(box[0]), int(box[1])
+        return Shape("mask", label, where, np.array([[x0, y0], [x0 + mask.shape[1] - 1, y0 + mask.shape[0] - 1]]),
+                     group=group, mask=mask, offset=(x0, y0), z=z)
+    points = parse_points(element.get("points"))
+    if points is None:
+        bad("points", f"'x0,y0;x1,y1;...' with finite numbers, got {str(element.get('points'))[:60]!r}")
+        return None
+    if tag == "polygon":
+        if len(points) < 3:
+            bad("points", "at least 3 vertices")
+            return None
+        return Shape("polygon", label, where, points, group=group, z=z)
+    if len(points) != 1:
+        bad("points", f"one point per keypoint label (got {len(points)}): use one <points> per keypoint or a skeleton")
+        return None
+    visibility = 1 if element.get("occluded") == "1" else 2
+    return Shape("point", label, where, points, group=group, visibility=visibility)
+
+
+def _image(element, index: int, xml_file: Path, src: Path, problems: DataReport) -> ImageRecord | None:
+    name = element.get("name")
+    record = f"image {element.get('id', index)} ({name})"
+    if not name:
+        problems.add(xml_file, record, "name", "the image's path; the image is left out")
+        return None
+    path = next((p for p in (src / "images" / name, src / name) if p.is_file()), None)
+    if path is None:
+        problems.add(xml_file, record, "name", f"image file not found: {src / 'images' / name}")
+        return None
+    try:
+        size = (int(element.get("width")), int(element.get("height")))
+    except (TypeError, ValueError):
+        size = None
+    shapes, counts = [], {}
+    for child in element:
+        counts[child.tag] = counts.get(child.tag, 0) + 1
+        where = f"<{child.tag}> {counts[child.tag]} ({child.get('label')!r})"
+        group = None if child.get("group_id") is None else f"group_id {child.get('group_id')}"
+        if child.tag in SKIPPED:
+            problems.add(xml_file, at(record, where), "shape", f"{child.tag} shapes are not converted", fatal=False)
+        elif child.tag == "skeleton":
+            key = group if group is not None else f"skeleton {counts[child.tag]}"
+            for k, joint in enumerate(child.findall("points")):
+                if joint.get("outside") != "1":
+                    shape = _shape(joint, f"{where} <points> {k + 1} ({joint.get('label')!r})", key, xml_file,
+                                   record, problems)
+                    shapes += [shape] if shape else []
+        elif child.tag in ("box", "points", "polygon", "mask"):
+            shape = _shape(child, where, group, xml_file, record, problems)
+            shapes += [shape] if shape else []
+    image = ImageRecord(xml_file, name, image=path, size=size, record=record, split=None)
+    image.people = people_from_shapes(shapes, xml_file, record, problems)
+    image.regions = regions_from_shapes(shapes)
+    return image
+
+
+def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
+    """``SRC/annotations.xml`` (or the one ``*.xml`` in SRC); without one, the COCO keypoints export."""
+    xml_files = [src / "annotations.xml"] if (src / "annotations.xml").is_file() else sorted(src.glob("*.xml"))
+    if not xml_files:
+        return coco.read(src, problems)
+    records = []
+    for xml_file in xml_files:
+        try:
+            root = ET.parse(xml_file).getroot()
+        except ET.ParseError as err:
+            raise ConvertError(f"{xml_file}: not valid XML ({err})") from err
+        if root.tag != "annotations":
+            raise ConvertError(f"{xml_file}: not a CVAT export (root <{root.tag}>, expected <annotations>)")
+        if root.find("track") is not None:
+            problems.add(xml_file, "-", "<track>", "video tracks are not converted: export as 'CVAT for images'",
+                         fatal=False)
+        records += [r for i, e in enumerate(root.iter("image")) if (r := _image(e, i, xml_file, src, problems))]
+    return records

@@ -1,0 +1,123 @@
+"""LabelMe: one JSON file per image (``SRC/**/*.json``).
+
+Each file has ``shapes`` (``label``, ``points`` [[x, y], ...], ``shape_type``, ``group_id``), ``imagePath``
+(relative to the JSON file), optional ``imageData`` (the image, base64) and ``imageWidth`` / ``imageHeight``.
+``point`` shapes are keypoints named by their label, ``rectangle`` a person box (two corners), ``polygon`` and
+``mask`` (a base64 PNG of the box the two corner points span) label-map regions; ``group_id`` ties the shapes of
+one person (see ``shapes.py``). Other shape types (circle, line, linestrip) are reported and left out.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from pathlib import Path
+
+import cv2
+import numpy as np
+from tqdm import tqdm
+
+from datamodules.data_check import DataReport
+from datamodules.keypoints.metainfo import KeypointMetainfo
+from sapiens2_ft.convert.records import ConvertError, ImageRecord
+from sapiens2_ft.convert.shapes import Shape, people_from_shapes, regions_from_shapes
+
+MIN_POINTS = {"point": 1, "rectangle": 2, "polygon": 3, "mask": 2}
+KINDS = {"point": "point", "rectangle": "box", "polygon": "polygon", "mask": "mask"}
+
+
+def as_points(value) -> np.ndarray | None:
+    """(N, 2) float from [[x, y], ...]; None unless every pair is two finite numbers."""
+    if not isinstance(value, list) or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in value):
+        return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for p in value for v in p):
+        return None
+    return np.asarray(value, float).reshape(-1, 2)
+
+
+def _decode_mask(data: str) -> np.ndarray | None:
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError, TypeError):
+        return None
+    mask = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_GRAYSCALE)
+    return None if mask is None else mask > 0
+
+
+def _shape(raw, index: int, json_file: Path, problems: DataReport) -> Shape | None:
+    if not isinstance(raw, dict):
+        problems.add(json_file, f"shapes[{index}]", "shape", "an object with 'label', 'points' and 'shape_type'")
+        return None
+    kind = raw.get("shape_type") or "polygon"  # LabelMe writes polygons without a type in old versions
+    label = raw.get("label")
+    where = f"shapes[{index}] ({kind} {label!r})"
+    if kind not in KINDS:
+        problems.add(json_file, where, "shape_type", f"'{kind}' is not converted (point, rectangle, polygon, mask "
+                     "are)", fatal=False)
+        return None
+    if not isinstance(label, str) or not label.strip():
+        problems.add(json_file, where, "label", "a non-empty label string; the shape is left out")
+        return None
+    points = as_points(raw.get("points"))
+    if points is None or len(points) < MIN_POINTS[kind]:
+        problems.add(json_file, where, "points", f"[x, y] pairs of finite numbers (at least {MIN_POINTS[kind]}), got "
+                     f"{str(raw.get('points'))[:80]}; the shape is left out")
+        return None
+    group = None if raw.get("group_id") is None else f"group_id {raw['group_id']}"
+    shape = Shape(KINDS[kind], label, where, points, group=group, z=index)
+    if kind == "mask":
+        mask = _decode_mask(raw.get("mask"))
+        if mask is None:
+            problems.add(json_file, where, "mask", "a base64 PNG; the shape is left out")
+            return None
+        shape.mask, shape.offset = mask, (int(points[:, 0].min()), int(points[:, 1].min()))
+    return shape
+
+
+def read_file(json_file: Path, src: Path, problems: DataReport) -> ImageRecord | None:
+    try:
+        data = json.loads(json_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        problems.add(json_file, "-", "json", f"valid JSON ({err}); the file is left out")
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("shapes"), list):
+        return None  # not a LabelMe file (a file of another kind in the folder)
+    image_path = data.get("imagePath")
+    if not isinstance(image_path, str) or not image_path:
+        problems.add(json_file, "-", "imagePath", "the image's path relative to the JSON file; the file is left out")
+        return None
+    name = (json_file.parent.relative_to(src) / Path(image_path.replace("\\", "/")).name).as_posix()
+    record = ImageRecord(json_file, name)
+    local = json_file.parent / image_path.replace("\\", "/")
+    if local.is_file():
+        record.image = local
+    elif isinstance(data.get("imageData"), str):
+        try:
+            record.image_bytes = base64.b64decode(data["imageData"], validate=True)
+        except (binascii.Error, ValueError):
+            problems.add(json_file, "-", "imageData", "base64 image data; the file is left out")
+            return None
+    else:
+        problems.add(json_file, "-", "imagePath", f"image file not found: {local} (and no imageData)")
+        return None
+    width, height = data.get("imageWidth"), data.get("imageHeight")
+    if isinstance(width, int) and isinstance(height, int):
+        record.size = (width, height)
+    shapes = [s for i, raw in enumerate(data["shapes"]) if (s := _shape(raw, i, json_file, problems))]
+    record.people = people_from_shapes(shapes, json_file, "-", problems)
+    record.regions = regions_from_shapes(shapes)
+    return record
+
+
+def read(src: Path, problems: DataReport, metainfo: KeypointMetainfo) -> list[ImageRecord]:
+    """Every LabelMe JSON file under ``src`` (other JSON files are passed over)."""
+    files = sorted(src.rglob("*.json"))
+    if not files:
+        raise ConvertError(f"{src}: no LabelMe JSON files (*.json) found")
+    records = [r for f in tqdm(files, desc="reading", unit="file", disable=len(files) < 200)
+               if (r := read_file(f, src, problems))]
+    if not records:
+        raise ConvertError(f"{src}: none of the {len(files)} JSON files is a LabelMe file (no 'shapes' list)")
+    return records

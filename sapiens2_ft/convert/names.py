@@ -1,0 +1,98 @@
+"""Mapping the tool's keypoint and label names onto the keypoint set and the class set, with counts for the report.
+
+A name matches a target name when equal after ``--rename OLD=NEW`` and normalising (case, spaces, ``-`` and
+``.`` as ``_``): ``Left Eye`` and ``left-eye`` match ``left_eye``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+from datamodules.body_parts import SAPIENS2_PART_CLASSES
+from sapiens2_ft.convert.records import ConvertError
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[\s\-.]+", "_", str(name).strip()).lower()
+
+
+class NameMap:
+    """Tool name -> index in ``targets``; counts matched targets and unmatched tool names as it goes."""
+
+    def __init__(self, targets, rename: dict[str, str] | None = None):
+        self.targets = list(targets)
+        self.rename = {normalise(k): v for k, v in (rename or {}).items()}
+        self.index = {normalise(n): i for i, n in enumerate(self.targets)}
+        self.matched: Counter = Counter()  # target name -> times seen
+        self.unmatched: Counter = Counter()  # tool name -> times seen
+
+    def __call__(self, name: str) -> int | None:
+        key = normalise(self.rename.get(normalise(name), name))
+        index = self.index.get(key)
+        if index is None:
+            self.unmatched[name] += 1
+        else:
+            self.matched[self.targets[index]] += 1
+        return index
+
+
+def parse_rename(items: list[str] | None) -> dict[str, str]:
+    rename = {}
+    for item in items or []:
+        old, sep, new = item.partition("=")
+        if not sep or not old.strip() or not new.strip():
+            raise ConvertError(f"--rename {item!r}: expected OLD=NEW (a tool name = a keypoint or class name)")
+        rename[old.strip()] = new.strip()
+    return rename
+
+
+def load_classes(spec: str | None) -> list[str]:
+    """The class set: the 29 Sapiens2 body parts (default), a file (one name per line, or a YAML list), or a
+    comma-separated list. Index 0 is what unlabelled pixels get."""
+    if spec is None:
+        return list(SAPIENS2_PART_CLASSES)
+    path = Path(spec)
+    if path.is_file():
+        text = path.read_text()
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            data = None
+        names = data if isinstance(data, list) else [line.strip() for line in text.splitlines() if line.strip()]
+    elif "," in spec or not path.suffix:
+        names = [n.strip() for n in spec.split(",") if n.strip()]
+    else:
+        raise ConvertError(f"--classes {spec}: file not found")
+    names = [str(n) for n in names]
+    repeated = sorted({n for n in names if [normalise(m) for m in names].count(normalise(n)) > 1})
+    if len(names) < 2 or repeated or len(names) > 255:
+        why = f"repeated names {repeated}" if repeated else f"{len(names)} names (2 to 255 are needed)"
+        raise ConvertError(f"--classes {spec}: {why}")
+    return names
+
+
+def name_report(title: str, names: NameMap, people: int | None = None, limit: int = 40) -> list[str]:
+    """Lines of the summary: matches per target, tool names that matched nothing, and (for keypoints, with the
+    number of ``people``) targets labelled for fewer people than there are."""
+    lines = [f"{title}:"]
+    seen = [f"{n} {names.matched[n]}" for n in names.targets if names.matched[n]]
+    lines.append(f"  matched ({len(seen)} of {len(names.targets)}): " + (", ".join(seen[:limit]) or "none")
+                 + (f", ... {len(seen) - limit} more" if len(seen) > limit else ""))
+    if names.unmatched:
+        items = [f"{n!r} {c}" for n, c in names.unmatched.most_common()]
+        lines.append(f"  unmapped tool names ({len(items)}, left out): " + ", ".join(items[:limit])
+                     + (f", ... {len(items) - limit} more" if len(items) > limit else ""))
+    if people:
+        never = [n for n in names.targets if not names.matched[n]]
+        partly = [f"{n} {people - names.matched[n]}" for n in names.targets if 0 < names.matched[n] < people]
+        if never:
+            lines.append(f"  missing for every person ({len(never)}): " + ", ".join(never[:limit])
+                         + (f", ... {len(never) - limit} more" if len(never) > limit else ""))
+        if partly:
+            lines.append(f"  missing for some of the {people} people (count): " + ", ".join(partly[:limit])
+                         + (f", ... {len(partly) - limit} more" if len(partly) > limit else ""))
+    return lines

@@ -1,0 +1,57 @@
+"""What every format reader produces: one ``ImageRecord`` per image, with its people and its label regions.
+
+Coordinates are image pixels, or fractions of the image size when ``ImageRecord.normalised`` (YOLO, Label
+Studio): the writer scales them once it has read the image. Keypoints keep the tool's names; the writer maps
+them onto the keypoint set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+class ConvertError(ValueError):
+    """The export cannot be converted at all (wrong folder, no annotations, a flag that does not fit)."""
+
+
+@dataclass
+class Person:
+    """One person: keypoints by the tool's name -> (x, y, visibility 1 or 2), an optional box (x1, y1, x2, y2),
+    and the polygon points that extend the box when the tool gives none."""
+
+    where: str  # the record in the annotation file: "group 2", "skeleton 1", "row 3"
+    keypoints: dict[str, tuple[float, float, int]] = field(default_factory=dict)
+    box: tuple[float, float, float, float] | None = None
+    extent: list[np.ndarray] = field(default_factory=list)  # (N, 2) point sets
+
+
+@dataclass
+class Region:
+    """A labelled area of the label map: a polygon (``points`` (N, 2)) or a mask (``mask`` bool HxW placed with
+    its top-left corner at ``offset``). Regions are painted in ``z`` order, then in file order."""
+
+    label: str
+    where: str
+    points: np.ndarray | None = None
+    mask: np.ndarray | None = None
+    offset: tuple[int, int] = (0, 0)
+    z: int = 0
+
+
+@dataclass
+class ImageRecord:
+    """One annotated image of the export."""
+
+    ann_file: Path  # the file that describes the image (named in every problem)
+    name: str  # the image's path as the tool lists it (relative, '/'-separated)
+    image: Path | None = None  # the image file (None when only ``image_bytes`` are given)
+    image_bytes: bytes | None = None  # LabelMe's embedded imageData
+    size: tuple[int, int] | None = None  # (width, height) as the tool states it, checked against the file
+    people: list[Person] = field(default_factory=list)
+    regions: list[Region] = field(default_factory=list)
+    split: str | None = None  # the tool's own split (YOLO's data.yaml keys)
+    normalised: bool = False
+    record: str = "-"  # how the annotation file names this image ("image 3", "task 7")
