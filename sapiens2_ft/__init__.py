@@ -1,0 +1,29 @@
+"""sapiens2-ft: fine-tune Sapiens2 models with PyTorch Lightning, and run them.
+
+The Python API (docs/python_api.md), imported on first use so that ``import sapiens2_ft`` stays light:
+
+- ``sapiens2_ft.train(config="pose_demo.yaml", trainer__max_steps=10)``: a run, as ``train.py``; returns its summary;
+- ``sapiens2_ft.load(model_dir)``: a ``Predictor`` whose ``.predict(images)`` runs the model as
+  ``python -m sapiens2_ft.predict`` does;
+- ``sapiens2_ft.export(checkpoint, out)``: a checkpoint as a Hugging Face model directory, as
+  ``python -m sapiens2_ft.export`` (the module of that name is callable for this).
+"""
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sapiens2_ft.api import Predictor, load, train
+
+__all__ = ["train", "load", "export", "Predictor"]
+
+
+def __getattr__(name: str):
+    if name == "export":  # the submodule sapiens2_ft/export.py, itself callable
+        from importlib import import_module
+
+        return import_module("sapiens2_ft.export")
+    if name in __all__:
+        from sapiens2_ft import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'sapiens2_ft' has no attribute '{name}'")

@@ -3,12 +3,15 @@ as a Hugging Face model directory.
 
 ``DIR`` loads with ``transformers``' ``AutoModelFor<Task>.from_pretrained(DIR)``; what it holds is described in
 ``sapiens2_ft/training/hf_export.py``. ``CKPT`` is a ``.ckpt`` file or an FSDP2 distributed checkpoint directory.
-``train.py`` exports the best checkpoint of every run to ``<run_dir>/export``.
+``train.py`` exports the best checkpoint of every run to ``<run_dir>/export``. In Python the module itself is
+the API's ``export``: ``sapiens2_ft.export(checkpoint, out)`` (``sapiens2_ft/api.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+import types
 from pathlib import Path
 
 from sapiens2_ft.training.hf_export import export_checkpoint
@@ -24,6 +27,17 @@ def main(argv: list[str] | None = None) -> Path:
     print(f"exported {args.checkpoint} -> {out}")
     return out
 
+
+class _CallableModule(types.ModuleType):
+    """``sapiens2_ft.export`` names both this module and the API function; calling the module exports."""
+
+    def __call__(self, checkpoint, out, push_to_hub: str | None = None) -> Path:
+        from sapiens2_ft.api import export
+
+        return export(checkpoint, out, push_to_hub)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 if __name__ == "__main__":
     main()

@@ -12,8 +12,9 @@ PACKAGES = ("datamodules", "sapiens2_ft")
 # Module prefix -> layer (lowest first); the longest matching prefix decides. Every module must match one.
 LAYERS = {
     "datamodules": 0,  # data
-    "sapiens2_ft": 1,  # the package itself (empty)
+    "sapiens2_ft": 4,  # the package itself: the lazy Python API (sapiens2_ft.api)
     "sapiens2_ft.compat": 1,  # Lightning / torchmetrics internals, below everything of sapiens2_ft
+    "sapiens2_ft.resources": 1,  # where the shipped configs/ and assets/ are (imports nothing of ours)
     "sapiens2_ft.models": 1,
     "sapiens2_ft.tasks": 2,
     "sapiens2_ft.training": 3,
@@ -23,6 +24,8 @@ LAYERS = {
     "sapiens2_ft.export": 4,
     "sapiens2_ft.check_data": 4,
     "sapiens2_ft.memory": 4,
+    "sapiens2_ft.console": 4,
+    "sapiens2_ft.api": 4,
 }
 LAYER_NAMES = ("data", "models", "tasks", "training", "apps")
 SHARED_TASK_MODULES = {"registry", "heads", "base", "dense_maps", "visualize",  # tasks/*.py: any task may use them

@@ -27,6 +27,7 @@ from torch import nn
 from transformers import Sapiens2Config, Sapiens2ForPointmapEstimation, Sapiens2HeadConfig
 
 from sapiens2_ft.models import presets
+from sapiens2_ft.resources import shipped_asset
 
 
 class PretrainedNotFoundError(OSError):
@@ -73,9 +74,13 @@ class LoadReport:
 
 
 def resolve_pretrained(pretrained: str, key: str = "model.pretrained") -> str:
-    """A local directory as is; a hub id through the local cache or the hub (errors name the config ``key``)."""
+    """A local directory as is; a shipped ``assets/...`` path (the demo backbone, from any folder); a hub id
+    through the local cache or the hub (errors name the config ``key``)."""
     if Path(pretrained).is_dir():
         return pretrained
+    shipped = shipped_asset(pretrained)
+    if shipped is not None and shipped.is_dir():
+        return str(shipped)
     looks_local = pretrained.startswith((".", "/", "~")) or pretrained.count("/") != 1
     if looks_local:
         raise PretrainedNotFoundError(f"{key}: directory '{pretrained}' does not exist")

@@ -1,0 +1,200 @@
+"""The Python API (docs/python_api.md): ``train``, ``load`` and ``export``, thin wrappers over the code the commands
+run (``train.py``, ``python -m sapiens2_ft.predict``, ``python -m sapiens2_ft.export``). ``import sapiens2_ft``
+reaches them lazily: ``sapiens2_ft.train(...)``, ``sapiens2_ft.load(...)``, ``sapiens2_ft.export(...)``.
+
+Overrides of ``train`` are keyword arguments named like the command-line keys with ``__`` for each dot:
+``trainer__max_steps=2`` is ``--trainer.max_steps 2``, ``model__optim__lr=1e-4`` is ``--model.optim.lr 0.0001``.
+A string value is passed as it is; any other value as JSON (lists, dicts, booleans, None), which the command
+line reads as YAML.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator, Sequence, Union
+
+import numpy as np
+
+ImagesLike = Union[str, Path, np.ndarray, Sequence[Union[str, Path, np.ndarray]]]
+
+
+class CommandError(RuntimeError):
+    """A command the API ran refused its arguments or inputs (the message is the command's)."""
+
+
+@contextmanager
+def command_errors(command: str) -> Iterator[None]:
+    """The commands end with SystemExit on bad input; in Python that becomes a CommandError."""
+    try:
+        yield
+    except SystemExit as err:
+        if err.code in (0, None):
+            raise
+        message = err.code if isinstance(err.code, str) else f"exit status {err.code} (the error is printed above)"
+        raise CommandError(f"{command}: {message}") from None
+
+
+def override_args(overrides: dict) -> list[str]:
+    """``{"trainer__max_steps": 2}`` -> ``["--trainer.max_steps", "2"]`` (see the module docstring)."""
+    args = []
+    for name, value in overrides.items():
+        key = name.replace("__", ".")
+        args += [f"--{key}", value if isinstance(value, str) else str(value) if isinstance(value, Path)
+                 else json.dumps(value)]
+    return args
+
+
+def train(config: str | Path | Sequence[str | Path], **overrides) -> dict:
+    """Fine-tune as ``python train.py --config CONFIG [--key value ...]`` does, in this process.
+
+    Args:
+        config: A recipe name (``pose_demo.yaml``, see ``sapiens2-ft train --list-configs``), a path to your own
+            file (it wins over a name), or several of them, merged in order.
+        **overrides: Config keys with ``__`` for the dots: ``trainer__max_steps=2``, ``run_dir="runs/try1"``,
+            ``data__root="/data/people"``.
+
+    Returns:
+        The run summary (``<run_dir>/summary.json``): ``run_dir``, ``metrics``, ``best_checkpoint``, ``export``
+        (the exported model directory, for ``load``), ...
+    Several devices: Lightning's launcher starts the other ranks by re-running the command, which a notebook
+    cannot do; train on several GPUs with ``sapiens2-ft train`` (or ``python train.py``).
+    """
+    configs = [config] if isinstance(config, (str, Path)) else list(config)
+    args = [arg for c in configs for arg in ("--config", str(c))] + override_args(overrides)
+    from sapiens2_ft.training.cli import main
+
+    with command_errors("train"):
+        return main(args)
+
+
+def export(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None) -> Path:
+    """A training checkpoint (``.ckpt`` or FSDP2 directory) as a Hugging Face model directory ``out``, as
+    ``python -m sapiens2_ft.export`` writes it; optionally uploaded to the Hub repo ``push_to_hub``."""
+    from sapiens2_ft.training.hf_export import export_checkpoint
+
+    return export_checkpoint(checkpoint, out, push_to_hub)
+
+
+def load(model: str | Path, device: str | None = None, keypoints: str | None = None,
+         precision: str = "auto") -> "Predictor":
+    """The model of ``python -m sapiens2_ft.predict --model MODEL``: an exported directory (``summary["export"]``),
+    a hub id, or a training checkpoint (exported to a temporary folder first). ``device``: default ``cuda`` when
+    there is one; ``keypoints``: pose, a keypoint set when the directory has none; ``precision``: ``auto`` (bf16
+    autocast on a GPU), ``fp32`` or ``bf16``."""
+    import torch
+
+    from sapiens2_ft.predict.loading import load_module
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    scratch = Path(tempfile.gettempdir()) / f"sapiens2-ft-load-{uuid.uuid4().hex[:8]}"  # created for checkpoints only
+    with command_errors("load"):
+        module, task = load_module(str(model), scratch, keypoints, device)
+    bf16 = precision == "bf16" or (precision == "auto" and torch.device(device).type == "cuda")
+    return Predictor(module, task, bf16)
+
+
+Boxes = Union[None, Sequence[np.ndarray], Callable[[list], list]]
+
+
+class Predictor:
+    """A loaded task model. ``predict(images)`` gives one result per image, as ``python -m sapiens2_ft.predict``
+    computes it (same crops, flip test, decoding and resizing):
+
+    - pose: ``{"name", "people": [{"points": (K, 2) image px, "scores": (K,), "score", "bbox": [x, y, w, h]}]}``;
+    - dense tasks: ``{"name", "maps": {output: (C, H, W) float32 at the image's size}, "files": {suffix: array}}``,
+      ``files`` being what predict writes as ``NAME<suffix>`` (class ids, ``.npy`` normals or metric XYZ, alpha;
+      the pictures in BGR order, as ``cv2.imwrite`` takes them).
+
+    ``name`` is the image's path relative to a folder given, the path given, or None for an array.
+    Attributes: ``task``, ``labels`` (keypoint or class names), ``module`` (the task's LightningModule).
+    """
+
+    def __init__(self, module, task: str, bf16: bool = False):
+        self.module, self.task, self.bf16 = module, task, bf16
+        self.labels = list(getattr(module, "labels", None) or [])
+
+    @property
+    def is_pose(self) -> bool:
+        from sapiens2_ft.tasks.registry import task_spec
+
+        return task_spec(self.task).predictor == "pose"
+
+    def predict(self, images: ImagesLike, boxes: Boxes = None, batch_size: int = 8) -> list[dict]:
+        """Results for ``images``: a path (image or folder), an RGB uint8 array (H, W, 3), or a list of either.
+
+        ``boxes`` (pose): None (each image is one person), one ``[x, y, w, h(, score)]`` array per image, or a
+        callable mapping a list of images to such arrays, e.g. ``sapiens2_ft.models.detector.PersonDetector()``.
+        """
+        import torch
+
+        from sapiens2_ft.predict.dense import dense_files, dense_maps
+        from sapiens2_ft.predict.pose import estimate
+
+        names, arrays = read_images(images)
+        if boxes is not None and not self.is_pose:
+            raise ValueError(f"boxes are for pose models; this one is {self.task}")
+        if boxes is not None and not callable(boxes) and len(boxes) != len(arrays):
+            raise ValueError(f"boxes: {len(boxes)} entries for {len(arrays)} images (one array per image)")
+        device_type = torch.device(self.module.device).type
+        results: list[dict] = []
+        with torch.no_grad(), torch.autocast(device_type, dtype=torch.bfloat16, enabled=self.bf16):
+            for start in range(0, len(arrays), batch_size):
+                chunk, chunk_names = arrays[start:start + batch_size], names[start:start + batch_size]
+                if self.is_pose:
+                    people = estimate(self.module, chunk, person_boxes(boxes, chunk, start), batch_size)
+                    results += [{"name": n, "people": p} for n, p in zip(chunk_names, people)]
+                    continue
+                for name, image, maps in zip(chunk_names, chunk, dense_maps(self.module, chunk)):
+                    results.append({"name": name,
+                                    "maps": {k: v[0].float().cpu().numpy() for k, v in maps.items()},
+                                    "files": dense_files(self.module, image, maps, None)})
+        return results
+
+    def __repr__(self) -> str:
+        return f"Predictor(task={self.task!r}, labels={len(self.labels)}, device={self.module.device})"
+
+
+def person_boxes(boxes: Boxes, images: list[np.ndarray], start: int) -> list[np.ndarray]:
+    """(N, 5) ``[x, y, w, h, score]`` per image of a chunk starting at image ``start``."""
+    from sapiens2_ft.predict.boxes import whole_image
+
+    if boxes is None:
+        return whole_image([], images)
+    found = boxes(images) if callable(boxes) else boxes[start:start + len(images)]
+    out = []
+    for k, b in enumerate(found):
+        b = np.asarray(b, dtype=np.float64)
+        b = b.reshape(0, 5) if b.size == 0 else b.reshape(1, -1) if b.ndim == 1 else b
+        if b.ndim != 2 or b.shape[1] not in (4, 5):
+            raise ValueError(f"boxes of image {start + k}: expected [x, y, w, h] or [x, y, w, h, score] rows, "
+                             f"got shape {b.shape}")
+        out.append(b if b.shape[1] == 5 else np.concatenate([b, np.ones((len(b), 1))], axis=1))
+    return out
+
+
+def read_images(images: ImagesLike) -> tuple[list, list[np.ndarray]]:
+    """(names, RGB uint8 arrays) of a path (image or folder), an array or a list of either."""
+    from datamodules.images import read_image
+    from sapiens2_ft.predict.inputs import list_images
+
+    if isinstance(images, (str, Path)):
+        with command_errors("predict"):
+            listed = list_images(Path(images))
+        return list(listed), [read_image(str(p)) for p in listed.values()]
+    items = [images] if isinstance(images, np.ndarray) else list(images)
+    names, arrays = [], []
+    for k, item in enumerate(items):
+        if isinstance(item, (str, Path)):
+            names.append(str(item))
+            arrays.append(read_image(str(item)))
+            continue
+        array = np.asarray(item)
+        if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
+            raise ValueError(f"image {k}: expected an RGB uint8 array (H, W, 3), got {array.dtype} {array.shape}")
+        names.append(None)
+        arrays.append(np.ascontiguousarray(array))
+    return names, arrays

@@ -1,0 +1,93 @@
+"""The Python API (sapiens2_ft/api.py): ``train`` with keyword overrides, ``load(...).predict`` giving what
+``python -m sapiens2_ft.predict`` writes (pose and a dense task), ``export``, and errors as exceptions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+import sapiens2_ft
+from sapiens2_ft import predict as predict_cli
+from sapiens2_ft.api import CommandError, override_args
+
+
+def test_overrides_become_command_line_keys():
+    assert override_args({"trainer__max_steps": 2, "model__optim__lr": 1e-4, "run_dir": Path("runs/x"),
+                          "data__input_size": [256, 192], "ema__decay": None, "export": False,
+                          "trainer__precision": "bf16-mixed"}) == [
+        "--trainer.max_steps", "2", "--model.optim.lr", "0.0001", "--run_dir", "runs/x",
+        "--data.input_size", "[256, 192]", "--ema.decay", "null", "--export", "false",
+        "--trainer.precision", "bf16-mixed"]
+
+
+@pytest.fixture(scope="module")
+def api_pose_run(tiny_coco, tiny_pose308_dir, tmp_path_factory) -> dict:
+    """A 2-step pose run through ``sapiens2_ft.train`` (the tiny setup of tests/conftest.py)."""
+    run_dir = tmp_path_factory.mktemp("api_run") / "run"
+    return sapiens2_ft.train(
+        config="pose_coco.yaml", run_dir=run_dir, model__pretrained=str(tiny_pose308_dir),
+        data__root=str(tiny_coco), data__input_size=[256, 192], model__sigma=2, data__batch_size=2,
+        data__num_workers=0, trainer__max_steps=2, trainer__val_check_interval=2, trainer__accelerator="cpu",
+        trainer__devices=1, trainer__enable_progress_bar=False, tracking__logger="csv")
+
+
+def test_train_load_predict_pose_as_the_command_does(api_pose_run, tiny_coco, tmp_path):
+    summary = api_pose_run
+    assert summary["global_step"] == 2 and Path(summary["export"], "config.json").is_file()
+    predictor = sapiens2_ft.load(summary["export"])
+    assert predictor.task == "pose" and len(predictor.labels) == 17
+    ann_file = tiny_coco / "annotations" / "person_keypoints_val2017.json"
+    coco = json.loads(ann_file.read_text())
+    images = tiny_coco / "val2017"
+    boxes = [[a["bbox"] for a in coco["annotations"] if a["image_id"] == im["id"]] for im in coco["images"]]
+    results = predictor.predict(images, boxes=boxes)
+    assert [r["name"] for r in results] == [im["file_name"] for im in coco["images"]]
+    assert [len(r["people"]) for r in results] == [len(b) for b in boxes]
+    predict_cli.main(["--model", summary["export"], "--input", str(images), "--out", str(tmp_path),
+                      "--boxes", str(ann_file)])
+    written = json.loads((tmp_path / "keypoints.json").read_text())
+    ours = np.array([np.concatenate([p["points"], p["scores"][:, None]], 1).reshape(-1)
+                     for r in results for p in r["people"]])
+    np.testing.assert_allclose(ours, np.array([w["keypoints"] for w in written]), atol=0.006)  # written rounded
+    arrays = [cv2.cvtColor(cv2.imread(str(images / im["file_name"])), cv2.COLOR_BGR2RGB) for im in coco["images"]]
+    again = predictor.predict(arrays, boxes=boxes)
+    assert again[0]["name"] is None
+    np.testing.assert_allclose(again[1]["people"][0]["points"], results[1]["people"][0]["points"])
+
+
+def test_load_a_checkpoint_and_predict_a_dense_task(seg_checkpoint, dense_root, tmp_path):
+    predictor = sapiens2_ft.load(seg_checkpoint)  # exported to a temporary folder first, as predict does
+    assert predictor.task == "seg" and len(predictor.labels) == 29
+    image = next((dense_root / "val" / "images").iterdir())
+    [result] = predictor.predict([image])
+    height, width = cv2.imread(str(image)).shape[:2]
+    assert result["maps"]["logits"].shape == (29, height, width)
+    np.testing.assert_array_equal(result["files"][".png"], result["maps"]["logits"].argmax(0))
+    predict_cli.main(["--model", str(seg_checkpoint), "--input", str(image), "--out", str(tmp_path)])
+    written = cv2.imread(str(tmp_path / f"{image.stem}.png"), cv2.IMREAD_UNCHANGED)
+    np.testing.assert_array_equal(written, result["files"][".png"])
+    with pytest.raises(ValueError, match="boxes are for pose models"):
+        predictor.predict([image], boxes=[[[0, 0, 10, 10]]])
+    with pytest.raises(ValueError, match=r"image 0: expected an RGB uint8 array"):
+        predictor.predict([np.zeros((8, 8), np.uint8)])
+
+
+def test_export_is_the_module_and_the_function(seg_checkpoint, tmp_path):
+    import sapiens2_ft.export as export_module
+
+    assert sapiens2_ft.export is export_module  # callable, whichever was imported first
+    out = sapiens2_ft.export(seg_checkpoint, tmp_path / "model")
+    assert out == tmp_path / "model" and (out / "config.json").is_file() and (out / "model.safetensors").is_file()
+
+
+def test_errors_are_exceptions(tmp_path):
+    with pytest.raises(CommandError, match="train: config 'no_such_recipe.yaml' not found"):
+        sapiens2_ft.train("no_such_recipe.yaml")
+    with pytest.raises(CommandError, match="load: --model: '.*missing' does not exist"):
+        sapiens2_ft.load(tmp_path / "missing")
+    with pytest.raises(AttributeError, match="has no attribute 'trian'"):
+        sapiens2_ft.trian
