@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
@@ -22,6 +23,7 @@ from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.tasks.sample_pictures import LEFT, RIGHT, SIDE_COLORS, display_image
 from sapiens2_ft.tasks.sample_sheet import GAP, SHEET_FILE, data_sheet, sheet_labels
 from sapiens2_ft.tasks.visualize import CAPTION_HEIGHT, palette
+from sapiens2_ft.training.callbacks.data_sheet import DataSheet
 from sapiens2_ft.training.cli import main as train_main, resolve_config_args, task_of
 
 H, W = 256, 192  # the demo recipes' input size: tiles at scale 1
@@ -176,6 +178,31 @@ def test_dense_target_pictures(dense_root, task):
 def test_a_normalised_image_is_shown_as_the_input_it_came_from():
     image = torch.randint(0, 256, (1, 3, 8, 6), dtype=torch.uint8)
     assert np.array_equal(display_image(normalize_images(image)[0]), image[0].permute(1, 2, 0).numpy())
+
+
+def test_the_callback_draws_once_on_rank_0_and_keeps_the_sheet_of_a_resumed_run(dense_root, tmp_path):
+    data = DenseDataModule("normal", root=str(dense_root), input_size=(H, W), batch_size=2, num_workers=0)
+    data.setup("fit")
+    batch = next(iter(data.train_dataloader()))
+    module = SimpleNamespace(task="normal")
+
+    def trainer(step, rank):
+        return SimpleNamespace(global_step=step, is_global_zero=rank == 0, datamodule=data, loggers=[])
+
+    path = tmp_path / SHEET_FILE
+    DataSheet(tmp_path).on_train_batch_start(trainer(0, 1), module, batch, 0)
+    assert not path.exists()  # rank 1 draws nothing
+    callback = DataSheet(tmp_path)
+    callback.on_train_batch_start(trainer(0, 0), module, batch, 0)
+    first = path.read_bytes()
+    path.unlink()
+    callback.on_train_batch_start(trainer(1, 0), module, batch, 1)
+    assert not path.exists()  # once per run
+    path.write_bytes(first)
+    DataSheet(tmp_path).on_train_batch_start(trainer(7, 0), module, {**batch, "image": batch["image"] * 0}, 0)
+    assert path.read_bytes() == first  # resumed: the sheet of the run's start stays
+    DataSheet(tmp_path).on_train_batch_start(trainer(0, 0), SimpleNamespace(task="multitask"), batch, 0)
+    assert path.read_bytes() == first  # a task without a sheet
 
 
 def test_a_short_training_run_writes_the_sheet_of_its_first_batch(tiny_coco, tiny_pose308_dir, tmp_path):
