@@ -26,8 +26,8 @@ COMMANDS: dict[str, Command] = {
     "check-data": Command(("sapiens2_ft.check_data",), "check every sample of a config's data before training"),
     "memory": Command(("sapiens2_ft.memory",), "memory per device of a config, before launch"),
     "detect": Command(("sapiens2_ft.detect",), "person boxes for a pose config's validation images"),
-    "convert": Command(("sapiens2_ft.convert.cli", "sapiens2_ft.convert.__main__"),
-                       "convert a dataset into the layout the recipes read"),
+    "convert": Command(("sapiens2_ft.convert.__main__",),
+                       "an annotation tool's export in the layouts the recipes read"),
 }
 
 
@@ -46,7 +46,8 @@ def entry_point(name: str):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as err:
-            if err.name is not None and (module_name + ".").startswith(err.name + "."):  # the module itself, not a dependency
+            # the module (or its package) itself is missing, not a dependency it imports
+            if err.name is not None and (module_name + ".").startswith(err.name + "."):
                 continue
             raise
         if hasattr(module, "main"):

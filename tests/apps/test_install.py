@@ -43,7 +43,8 @@ def source_copy(dest: Path) -> Path:
 
 def run(cmd: list, cwd: Path, env: dict, timeout: int = 600) -> str:
     result = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    shown = " ".join(str(c) for c in cmd)
+    assert result.returncode == 0, f"{shown} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result.stdout + result.stderr
 
 
