@@ -1,17 +1,19 @@
 """Run directories: where a run writes, which one ``--resume`` continues, and refusing to overwrite one.
 
 ``runs/<config>/<stamp>`` by default, the same on every rank of a job. ``--resume auto`` takes the latest
-run of the config holding a last checkpoint (or the previous checkpoint a crash left as ``.old``).
+run of the config holding a checkpoint, and of its checkpoints the newest readable one: ``last`` (or the previous
+one a crash left as ``.old``), then ``best-*`` by step, then any other (step) checkpoint by step; an unreadable or
+incomplete one (truncated, zeroed, a distributed checkpoint missing a shard) is skipped with the reason printed.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
-from sapiens2_ft.models.checkpoints import is_distributed_checkpoint
-from sapiens2_ft.training.checkpoint_io import last_good
+from sapiens2_ft.models.checkpoints import CheckpointError, is_distributed_checkpoint, read_info
 
 RUN_DIR_ENV = "SAPIENS2_FT_RUN_DIR"
 
@@ -47,10 +49,75 @@ def default_run_dir(config_name: str) -> Path:
 LAST_CHECKPOINT = Path("checkpoints") / "last.ckpt"  # a file, or a directory for distributed checkpoints
 
 
+def _step_in_name(path: Path) -> int:
+    match = re.search(r"step=?(\d+)", path.name)
+    return int(match.group(1)) if match else -1
+
+
+def checkpoint_candidates(run_dir: Path) -> list[Path]:
+    """A run's checkpoints in the order ``--resume`` tries them: ``last.ckpt``, ``last.ckpt.old``, ``best-*`` by
+    step (newest first), then the others by the step in their names (partial and temporary files left out)."""
+    folder = Path(run_dir) / LAST_CHECKPOINT.parent
+    last = Path(run_dir) / LAST_CHECKPOINT
+    lasts = [p for p in (last, last.with_name(last.name + ".old")) if p.exists()]
+    others = [p for p in folder.glob("*.ckpt") if p.name != last.name] if folder.is_dir() else []
+    best = sorted((p for p in others if p.name.startswith("best")), key=_step_in_name, reverse=True)
+    rest = sorted((p for p in others if not p.name.startswith("best")), key=lambda p: (_step_in_name(p),
+                                                                                       p.stat().st_mtime), reverse=True)
+    return lasts + best + rest
+
+
+def unreadable_reason(path: Path) -> str | None:
+    """Why ``--resume`` cannot use a checkpoint (None when it can): its record does not load (a truncated or
+    zeroed file), or a distributed checkpoint lacks a shard file its metadata lists or holds it shorter."""
+    try:
+        read_info(path)
+    except (CheckpointError, OSError) as err:
+        return str(err)
+    if not path.is_dir():
+        return None
+    import torch.distributed.checkpoint as dcp
+
+    try:
+        metadata = dcp.FileSystemReader(str(path)).read_metadata()
+    except Exception as err:
+        return f"its metadata (.metadata) does not load ({type(err).__name__}: {err})"
+    needed: dict[str, int] = {}
+    for info in (metadata.storage_data or {}).values():
+        needed[info.relative_path] = max(needed.get(info.relative_path, 0), info.offset + info.length)
+    for name, size in sorted(needed.items()):
+        shard = path / name
+        if not shard.is_file():
+            return f"shard {name} is missing (listed in its .metadata)"
+        if shard.stat().st_size < size:
+            return f"shard {name} is {shard.stat().st_size:,} bytes, its .metadata needs {size:,} (cut short)"
+    return None
+
+
+def newest_readable(run_dir: Path) -> Path | None:
+    """The first readable checkpoint of :func:`checkpoint_candidates`, printing each one skipped and why; None when
+    the run has none; SystemExit when it has some and none is readable."""
+    candidates = checkpoint_candidates(run_dir)
+    skipped = []
+    for candidate in candidates:
+        reason = unreadable_reason(candidate)
+        if reason is None:
+            if skipped:
+                print(f"--resume: continuing from {candidate}, the newest readable checkpoint of {run_dir}")
+            return candidate
+        skipped.append(f"{candidate}: {reason}")
+        print(f"--resume: skipping {candidate}, unreadable or incomplete: {reason}")
+    if skipped:
+        raise SystemExit(f"--resume: no readable checkpoint in {run_dir}:\n  " + "\n  ".join(skipped)
+                         + "\nstart a new run with another --run_dir, or --init_from an exported model")
+    return None
+
+
 def latest_run(config_name: str) -> Path | None:
-    """The most recently changed run directory of a config that holds a last checkpoint."""
-    runs = [d for d in (Path("runs") / config_name).glob("*") if last_good(d / LAST_CHECKPOINT)]
-    return max(runs, key=lambda d: last_good(d / LAST_CHECKPOINT).stat().st_mtime) if runs else None
+    """The most recently changed run directory of a config that holds a checkpoint."""
+    runs = [(max(p.stat().st_mtime for p in found), d) for d in (Path("runs") / config_name).glob("*")
+            if (found := checkpoint_candidates(d))]
+    return max(runs)[1] if runs else None
 
 
 def resolve_resume(resume: str, run_dir: str | None, config_name: str) -> tuple[Path, Path] | None:
@@ -58,20 +125,25 @@ def resolve_resume(resume: str, run_dir: str | None, config_name: str) -> tuple[
 
     ``auto`` takes ``run_dir`` when given (or inherited by a launched rank), else the latest run of the
     config. A PATH is a run directory, or a checkpoint (file or distributed directory) whose run
-    directory is the one above its ``checkpoints/`` folder.
+    directory is the one above its ``checkpoints/`` folder. Of a run directory the newest readable checkpoint
+    is taken (:func:`newest_readable`); a checkpoint given by path must be readable itself.
     """
     if resume == "auto":
-        chosen = Path(run_dir or os.environ.get(RUN_DIR_ENV) or latest_run(config_name) or "")
-        checkpoint = last_good(chosen / LAST_CHECKPOINT) if str(chosen) else None
-        return (checkpoint, chosen) if checkpoint else None
+        chosen = run_dir or os.environ.get(RUN_DIR_ENV) or latest_run(config_name)
+        checkpoint = newest_readable(Path(chosen)) if chosen else None
+        return (checkpoint, Path(chosen)) if checkpoint else None
     path = Path(resume)
-    if last_good(path / LAST_CHECKPOINT):
-        return last_good(path / LAST_CHECKPOINT), path
+    if path.is_dir() and not is_distributed_checkpoint(path) and checkpoint_candidates(path):
+        return newest_readable(path), path
     if not path.exists():
         raise SystemExit(f"--resume: {path} does not exist (give a checkpoint, a run directory, or 'auto')")
     if path.is_dir() and not is_distributed_checkpoint(path):
         raise SystemExit(f"--resume: {path} holds no {LAST_CHECKPOINT} (the run stopped before its first "
                          "checkpoint?) and is not a checkpoint itself; start a new run with another --run_dir")
+    reason = unreadable_reason(path)
+    if reason is not None:
+        raise SystemExit(f"--resume: {path} is unreadable or incomplete: {reason}; give another checkpoint, or its "
+                         "run directory to take the newest readable one")
     owner = path.parent.parent if path.parent.name == "checkpoints" else Path(run_dir or default_run_dir(config_name))
     return path, owner
 

@@ -77,7 +77,7 @@ def test_sigkill_then_resume_matches_uninterrupted(uninterrupted, tiny_coco, tin
 
 def test_distributed_checkpoint_swap_and_the_fallback_a_crash_leaves(tmp_path):
     from sapiens2_ft.training.checkpoint_io import last_good, swap_in_directory
-    from sapiens2_ft.training.run_dir import resolve_resume
+    from sapiens2_ft.training.run_dir import checkpoint_candidates
 
     checkpoints = tmp_path / "run" / "checkpoints"
     last, partial = checkpoints / "last.ckpt", checkpoints / "last.ckpt.partial"
@@ -89,7 +89,7 @@ def test_distributed_checkpoint_swap_and_the_fallback_a_crash_leaves(tmp_path):
 
     last.rename(checkpoints / "last.ckpt.old")  # a crash between the two renames of the next swap
     assert last_good(last) == checkpoints / "last.ckpt.old"
-    assert resolve_resume("auto", str(tmp_path / "run"), "any") == (checkpoints / "last.ckpt.old", tmp_path / "run")
+    assert checkpoint_candidates(tmp_path / "run")[0] == checkpoints / "last.ckpt.old"  # what --resume tries first
 
     # The resumed run's next save: the .old checkpoint, the only whole one, stays until the new one is in place.
     partial.mkdir()
