@@ -30,7 +30,7 @@ from datamodules.images import read_image
 from datamodules.keypoints.metainfo import KeypointMetainfo
 from sapiens2_ft.convert.names import NameMap
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person
-from sapiens2_ft.convert.shapes import paint_region
+from sapiens2_ft.convert.shapes import at, paint_region
 
 
 @dataclass
@@ -205,8 +205,9 @@ def write_dataset(records: list[ImageRecord], out: Path, metainfo: KeypointMetai
         for person in record.people:
             ann = person_annotation(person, keypoints, scale, width, height)
             if ann is None:
-                problems.add(record.ann_file, record.record, person.where,
-                             f"no keypoint of the set '{metainfo.name}' and no box; the person is left out", fatal=False)
+                problems.add(record.ann_file, at(record.record, person.where), "keypoints",
+                             f"no keypoint of the set '{metainfo.name}' and no box; the person is left out",
+                             fatal=False)
                 continue
             coco[s]["annotations"].append({"id": len(coco[s]["annotations"]) + 1, "image_id": image_id, **ann})
             counts["people"] += 1

@@ -2,9 +2,10 @@
 
 ``data.yaml`` has ``path`` (the data set root; default: the YAML's folder), ``train`` / ``val`` / ``test`` (image
 folders, ``.txt`` lists of image paths, or lists of either, relative to ``path``), ``kpt_shape: [K, 2 or 3]``,
-``flip_idx`` and ``names`` (a list's ``./a.jpg`` lines are relative to the list, others to ``path``). The labels of ``.../images/.../x.jpg`` are ``.../labels/.../x.txt``: one row per
-person, ``class cx cy w h`` then K times ``x y`` (``x y v`` for 3), all normalised to the image size; v 0 (or
-x = y = 0 with 2 values) is a keypoint not labelled. YOLO names no keypoints: they are the ``--keypoints`` set's,
+``flip_idx`` and ``names`` (a list's ``./a.jpg`` lines are relative to the list, others to ``path``). The
+labels of ``.../images/.../x.jpg`` are ``.../labels/.../x.txt``: one row per person, ``class cx cy w h`` then K
+times ``x y`` (``x y v`` for 3), all normalised to the image size; v 0 (or x = y = 0 with 2 values) is a
+keypoint not labelled. YOLO names no keypoints: they are the ``--keypoints`` set's,
 in its order. Each split keeps its name unless ``--split`` / ``--val_fraction`` is given.
 """
 

@@ -18,8 +18,11 @@ from conftest import COCO17, TEMPLATE, pose_run_args
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
 from datamodules.data_check import DataReport, check_coco, check_dense
 from datamodules.keypoints.metainfo import load_metainfo
+from datamodules.dense_datamodule import DenseDataModule
+from datamodules.pose_datamodule import PoseDataModule
 from sapiens2_ft.convert import ConvertError, convert, summary
 from sapiens2_ft.convert.__main__ import main as convert_main
+from sapiens2_ft.convert.shapes import Shape, people_from_shapes
 
 W, H = 120, 160
 CLASS = {name: i for i, name in enumerate(SAPIENS2_PART_CLASSES)}
@@ -29,6 +32,7 @@ CLASS = {name: i for i, name in enumerate(SAPIENS2_PART_CLASSES)}
 class Person:
     keypoints: dict[str, tuple[float, float, int]]  # COCO-17 name -> x, y, v (1 occluded, 2 visible)
     box: tuple[float, float, float, float] | None  # x1, y1, x2, y2
+    polygon: str | None = None  # the label of a scene rectangle tied to this person (extends a missing box)
 
 
 @dataclass
@@ -55,26 +59,29 @@ def make_scene(i: int) -> Scene:
     yy, xx = np.mgrid[:12, :10]
     mask = ("Hair", (90, 120 + i), (yy - 6) ** 2 + (xx - 5) ** 2 < 20)
     pixels = rng.integers(0, 255, (H, W, 3), dtype=np.uint8)
-    return Scene(f"img{i}.png", [Person(first, (5.0 + dx, 4.0, 62.5 + dx, 150.0)), Person(second, None)], rects,
-                 mask, pixels)
+    return Scene(f"img{i}.png", [Person(first, (5.0 + dx, 4.0, 62.5 + dx, 150.0)), Person(second, None, "hat")],
+                 rects, mask, pixels)
 
 
-def expected_labels(scene: Scene, with_mask: bool = True) -> np.ndarray:
+def expected_labels(scene: Scene, with_mask: bool = True, classes: dict = CLASS) -> np.ndarray:
     labels = np.zeros((H, W), np.uint8)
     for label, (x1, y1, x2, y2) in scene.rects:  # file order = painting order; a pixel centre on the edge counts
-        labels[y1:y2 + 1, x1:x2 + 1] = CLASS.get(label, 255)
+        labels[y1:y2 + 1, x1:x2 + 1] = classes.get(label, 255)
     if with_mask and scene.mask:
         label, (left, top), mask = scene.mask
-        labels[top:top + mask.shape[0], left:left + mask.shape[1]][mask] = CLASS[label]
+        labels[top:top + mask.shape[0], left:left + mask.shape[1]][mask] = classes.get(label, 255)
     return labels
 
 
-def expected_box(person: Person) -> list[float]:
+def expected_box(person: Person, scene: Scene | None = None) -> list[float]:
+    """The tool's box, else the extent of the keypoints and (with ``scene``) of the person's polygon."""
     if person.box is not None:
         x1, y1, x2, y2 = person.box
     else:
-        xy = np.array([p[:2] for p in person.keypoints.values()])
-        (x1, y1), (x2, y2) = xy.min(0), xy.max(0)
+        xy = [p[:2] for p in person.keypoints.values()]
+        xy += [corner for label, r in (scene.rects if scene else []) if label == person.polygon
+               for corner in rect_points(*r)]
+        (x1, y1), (x2, y2) = np.min(xy, 0), np.max(xy, 0)
     return [x1, y1, x2 - x1, y2 - y1]
 
 
@@ -95,7 +102,7 @@ def rect_points(x1, y1, x2, y2):
 
 
 def check_output(out: Path, split: str, scenes: list[Scene], occlusion: bool = True, seg: bool = True,
-                 with_mask: bool = True) -> None:
+                 with_mask: bool = True, polygons: bool = True, classes: dict = CLASS) -> None:
     """Keypoints, boxes and label maps as the scenes say, and no problem in the data checks."""
     data = json.loads((out / "annotations" / f"{split}.json").read_text())
     by_image = {image["id"]: image["file_name"] for image in data["images"]}
@@ -104,22 +111,23 @@ def check_output(out: Path, split: str, scenes: list[Scene], occlusion: bool = T
     for scene in scenes:
         image_id = next(i for i, n in by_image.items() if n == scene.name)
         anns = sorted((a for a in data["annotations"] if a["image_id"] == image_id), key=lambda a: a["bbox"][0])
-        people = sorted(scene.people, key=lambda p: expected_box(p)[0])
+        context = scene if polygons else None
+        people = sorted(scene.people, key=lambda p: expected_box(p, context)[0])
         assert len(anns) == len(people)
         for ann, person in zip(anns, people):
             np.testing.assert_allclose(np.reshape(ann["keypoints"], (17, 3)), expected_keypoints(person, occlusion),
                                        atol=1e-6)
-            np.testing.assert_allclose(ann["bbox"], expected_box(person), atol=1e-6)
+            np.testing.assert_allclose(ann["bbox"], expected_box(person, context), atol=1e-6)
             assert ann["num_keypoints"] == len(person.keypoints)
         copied = cv2.cvtColor(cv2.imread(str(out / split / "images" / scene.name)), cv2.COLOR_BGR2RGB)
         np.testing.assert_array_equal(copied, scene.pixels)
         if seg:
             labels = cv2.imread(str(out / split / "labels" / f"{Path(scene.name).stem}.png"), cv2.IMREAD_UNCHANGED)
-            np.testing.assert_array_equal(labels, expected_labels(scene, with_mask))
+            np.testing.assert_array_equal(labels, expected_labels(scene, with_mask, classes))
     report = DataReport()
     check_coco(out / "annotations" / f"{split}.json", out / split / "images", load_metainfo("coco17"), report, split)
     if seg:
-        check_dense(out, split, "seg", len(SAPIENS2_PART_CLASSES), report)
+        check_dense(out, split, "seg", max(classes.values()) + 1, report)
     assert not report.problems, report.format()
 
 
@@ -139,8 +147,9 @@ def write_labelme(src: Path, scene: Scene, embed: bool = False) -> Path:
         shapes += [{"label": labelme_name(n), "points": [[x, y]], "group_id": g, "shape_type": "point", "flags": {}}
                    for n, (x, y, _) in person.keypoints.items()]
     shapes.append({"label": "tail", "points": [[30.0, 140.0]], "group_id": 1, "shape_type": "point", "flags": {}})
-    shapes += [{"label": label, "points": rect_points(*r), "group_id": None, "shape_type": "polygon", "flags": {}}
-               for label, r in scene.rects]
+    tied = {p.polygon: g for g, p in enumerate(scene.people, 1) if p.polygon}
+    shapes += [{"label": label, "points": rect_points(*r), "group_id": tied.get(label), "shape_type": "polygon",
+                "flags": {}} for label, r in scene.rects]
     label, (left, top), mask = scene.mask
     png = cv2.imencode(".png", mask.astype(np.uint8) * 255)[1].tobytes()
     shapes.append({"label": label, "points": [[left, top], [left + mask.shape[1] - 1, top + mask.shape[0] - 1]],
@@ -180,6 +189,7 @@ def test_labelme_keypoints_boxes_and_label_maps(labelme_result):
     assert "left_eye 4" in text  # missing for the second person of every image
     assert not result.problems.problems and not result.check.problems
     assert (out / "classes.txt").read_text().splitlines() == list(SAPIENS2_PART_CLASSES)
+    assert not DenseDataModule("seg", root=str(out)).check().problems  # its default layout: what check_data runs
 
 
 def test_labelme_bad_records_name_the_file_and_shape(tmp_path, capsys):
@@ -229,14 +239,17 @@ def write_cvat_xml(src: Path, scenes: list[Scene]) -> None:
                 x1, y1, x2, y2 = person.box
                 parts.append(f'<box label="person" source="manual" occluded="0" xtl="{x1:.2f}" ytl="{y1:.2f}" '
                              f'xbr="{x2:.2f}" ybr="{y2:.2f}" z_order="0" group_id="{g}"></box>')
-            joints = "".join(f'<points label="{n}" source="manual" outside="{int(n not in person.keypoints)}" '
-                             f'occluded="{int(person.keypoints.get(n, (0, 0, 2))[2] == 1)}" '
-                             f'points="{person.keypoints.get(n, (0, 0))[0]:.2f},{person.keypoints.get(n, (0, 0))[1]:.2f}">'
-                             f'</points>' for n in COCO17)
+            joints = ""
+            for n in COCO17:
+                x, y, v = person.keypoints.get(n, (0, 0, 0))
+                joints += (f'<points label="{n}" source="manual" outside="{int(v == 0)}" occluded="{int(v == 1)}" '
+                           f'points="{x:.2f},{y:.2f}"></points>')
             parts.append(f'<skeleton label="person" source="manual" z_order="0" group_id="{g}">{joints}</skeleton>')
+        tied = {p.polygon: g for g, p in enumerate(scene.people, 1) if p.polygon}
         for z, (label, r) in enumerate(scene.rects):
             pts = ";".join(f"{x:.2f},{y:.2f}" for x, y in rect_points(*r))
-            parts.append(f'<polygon label="{label}" source="manual" occluded="0" points="{pts}" z_order="{z}">'
+            group = f' group_id="{tied[label]}"' if label in tied else ""
+            parts.append(f'<polygon label="{label}" source="manual" occluded="0" points="{pts}" z_order="{z}"{group}>'
                          '</polygon>')
         label, (left, top), mask = scene.mask
         parts.append(f'<mask label="{label}" source="manual" occluded="0" rle="{cvat_rle(mask)}" left="{left}" '
@@ -257,6 +270,21 @@ def test_cvat_xml_skeletons_boxes_polygons_masks(tmp_path):
     problems = [str(p) for p in result.problems.problems]
     assert problems == [f"{tmp_path / 'src' / 'annotations.xml'}: image {k} ({s.name}), <polyline> 1 ('line'): "
                         "shape: polyline shapes are not converted" for k, s in enumerate(scenes)]
+
+
+def test_custom_class_set_and_renamed_labels(tmp_path):
+    scenes = [make_scene(0)]
+    write_cvat_xml(tmp_path / "src", scenes)
+    result = convert("cvat", tmp_path / "src", tmp_path / "out", classes="background, torso, hair",
+                     rename=["Face_Neck=hair"], unlabelled="ignore")
+    classes = {"background": 0, "Torso": 1, "Face_Neck": 2, "Hair": 2}  # the tool's labels -> the new ids
+    labels = cv2.imread(str(tmp_path / "out" / "train" / "labels" / "img0.png"), cv2.IMREAD_UNCHANGED)
+    expected = expected_labels(scenes[0], classes=classes)
+    np.testing.assert_array_equal(labels[expected != 0], expected[expected != 0])
+    assert (labels[expected == 0] == 255).all()  # --unlabelled ignore
+    assert result.classes.unmatched == {"Upper_Clothing": 1, "hat": 1}
+    assert (tmp_path / "out" / "classes.txt").read_text() == "background\ntorso\nhair\n"
+    assert '--data.num_classes 3 --data.class_names "[background, torso, hair]"' in summary(result)
 
 
 def test_cvat_xml_bad_record_names_the_file_image_and_shape(tmp_path):
@@ -290,7 +318,7 @@ def test_cvat_coco_keypoints_export_is_remapped_by_name(tmp_path):
         {"licenses": [], "info": {}, "images": images, "annotations": anns,
          "categories": [{"id": 1, "name": "person", "supercategory": "", "keypoints": order, "skeleton": []}]}))
     result = convert("cvat", tmp_path / "src", tmp_path / "out")
-    check_output(tmp_path / "out", "train", scenes, seg=False)
+    check_output(tmp_path / "out", "train", scenes, seg=False, polygons=False)
     assert not result.seg and not result.problems.problems
 
 
@@ -328,6 +356,9 @@ def write_label_studio(src: Path, scenes: list[Scene]) -> Path:
         for k, (label, r) in enumerate(scene.rects):
             region("polygonlabels", {"points": [[x / W * 100, y / H * 100] for x, y in rect_points(*r)],
                                      "polygonlabels": [label], "closed": True}, f"poly{k}")
+            owner = next((g for g, p in enumerate(scene.people) if p.polygon == label), None)
+            if owner is not None:
+                result.append({"type": "relation", "from_id": f"kp{owner}_0", "to_id": f"poly{k}"})
         tasks.append({"id": t, "data": {"image": url},
                       "annotations": [{"id": 100 + t, "result": result, "was_cancelled": False}], "predictions": []})
     path = src / "project-1-at-2026-12-01.json"
@@ -357,13 +388,18 @@ def test_label_studio_bad_region_names_the_file_and_task(tmp_path):
 
 # ---- YOLO-pose ------------------------------------------------------------------------------------------------
 
+def xyxy(box):
+    x, y, w, h = box
+    return (x, y, x + w, y + h)
+
+
 def write_yolo(src: Path, splits: dict[str, list[Scene]]) -> None:
     for split, scenes in splits.items():
         for scene in scenes:
             write_png(src / "images" / split / scene.name, scene.pixels)
             rows = []
             for person in scene.people:
-                x1, y1, w, h = expected_box(person)
+                x1, y1, w, h = expected_box(person, scene)
                 values = [(x1 + w / 2) / W, (y1 + h / 2) / H, w / W, h / H]
                 for n in COCO17:
                     x, y, v = person.keypoints.get(n, (0, 0, 0))
@@ -389,11 +425,12 @@ def test_yolo_pose_keeps_its_splits(yolo_result):
     splits, _, out, result = yolo_result
     for split, scenes in splits.items():
         # YOLO rows always carry a box: the scene's, or the extent the test derives
-        boxed = [Scene(s.name, [Person(p.keypoints, tuple(np.add(expected_box(p), [0, 0] + expected_box(p)[:2])))
-                                for p in s.people], s.rects, s.mask, s.pixels) for s in scenes]
+        boxed = [Scene(s.name, [Person(p.keypoints, xyxy(expected_box(p, s))) for p in s.people], s.rects, s.mask,
+                       s.pixels) for s in scenes]
         check_output(out, split, boxed, seg=False)
     assert not result.seg and not result.problems.problems
     assert not (out / "train" / "labels").exists()
+    assert not PoseDataModule(root=str(out)).check().problems  # its default paths: what check_data runs
 
 
 def test_yolo_pose_errors(yolo_result, tmp_path):
@@ -415,6 +452,23 @@ def test_yolo_pose_errors(yolo_result, tmp_path):
     assert f"{label}: row 3: values: 56 numbers (class cx cy w h + 17 keypoints x 3), got 4" in problems[1]
     assert problems[0].startswith(f"{src / 'data.yaml'}: -: flip_idx: differs from the flip pairs of 'coco17' at "
                                   "left_eye->left_eye (set: right_eye)")
+
+
+def test_ungrouped_keypoints_join_the_person_whose_box_holds_them(tmp_path):
+    point = lambda label, x, y: Shape("point", label, f"point {label}", np.array([[x, y]]))  # noqa: E731
+    shapes = [Shape("box", "person", "box A", np.array([[0, 0], [10, 10]])),
+              Shape("box", "person", "box B", np.array([[20, 0], [30, 10]])),
+              point("nose", 5, 5), point("nose", 25, 5), point("left_eye", 15, 5), point("right_eye", 9, 9),
+              Shape("point", "left_eye", "grouped", np.array([[1, 1]]), group="group_id 1")]
+    report = DataReport()
+    people = people_from_shapes(shapes, tmp_path / "a.json", "image 3", report)
+    assert [(p.where, p.box, p.keypoints) for p in people] == [
+        ("box A", (0, 0, 10, 10), {"nose": (5, 5, 2), "right_eye": (9, 9, 2)}),
+        ("box B", (20, 0, 30, 10), {"nose": (25, 5, 2)}),
+        ("group_id 1", None, {"left_eye": (1, 1, 2)})]
+    assert [str(p) for p in report.problems] == [
+        f"{tmp_path / 'a.json'}: image 3, point left_eye: group: keypoint 'left_eye' belongs to no single person "
+        "(inside no person's box; tie it with a group)"]
 
 
 # ---- training on converted data -------------------------------------------------------------------------------
