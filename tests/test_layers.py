@@ -29,7 +29,7 @@ LAYERS = {
 }
 LAYER_NAMES = ("data", "models", "tasks", "training", "apps")
 SHARED_TASK_MODULES = {"registry", "heads", "base", "dense_maps", "visualize",  # tasks/*.py: any task may use them
-                       "sample_pictures", "sample_sheet"}
+                       "sample_pictures", "sample_sheet", "diagnostics"}
 
 
 def module_name(path: Path) -> str:

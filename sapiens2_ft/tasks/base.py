@@ -30,6 +30,7 @@ from sapiens2_ft.models.init_from import build_from_run
 from sapiens2_ft.models.optim import OptimConfig, build_optimizer
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.models.sharding import ScaleConfig, place_model
+from sapiens2_ft.tasks.diagnostics import Diagnostics
 from sapiens2_ft.tasks.registry import TaskSpec, build_task_model, model_class, task_spec
 
 NUM_SAVED_PREDICTIONS = 8  # validation samples whose predictions go to <run_dir>/predictions/
@@ -49,6 +50,9 @@ class RunModule(Protocol):
 
     def write_validation_outputs(self, run_dir: Path) -> None:
         """Write the latest validation's outputs into the run directory."""
+
+    def validation_diagnostics(self) -> Diagnostics:
+        """Tables and pictures behind the latest validation's metrics."""
 
 
 @runtime_checkable
@@ -277,6 +281,10 @@ class TaskModule(L.LightningModule):
             return {}
         batch, outputs = self._panel_samples
         return group_panels(self.panel(outputs, batch, i) for i in range(min(count, len(batch["image"]))))
+
+    def validation_diagnostics(self) -> Diagnostics:
+        """The metric's ``diagnostics()`` of the latest validation (empty before the first)."""
+        return self.val_metrics.diagnostics() if self.val_metrics is not None else Diagnostics()
 
     def write_validation_outputs(self, run_dir: Path) -> None:
         """``predictions/NAME<suffix>`` for the first validation samples of the latest validation."""

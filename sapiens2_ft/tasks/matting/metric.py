@@ -11,8 +11,11 @@ from scipy import ndimage
 from torch import Tensor
 from torchmetrics import Metric
 
+from sapiens2_ft.tasks.diagnostics import Bins, Diagnostics, error_histogram
+
 GRADIENT_SIGMA = 1.4
 CONNECTIVITY_STEP = 0.1
+ERROR_BINS = Bins(1.0, 100)  # |alpha - alpha_gt| in bins of 0.01
 
 
 @lru_cache(maxsize=4)
@@ -66,7 +69,9 @@ class MattingMetrics(Metric):
     (sum of squared differences of Gaussian-derivative gradient magnitudes, sigma 1.4, / 1000) and
     connectivity error (/ 1000), each averaged over images. Alphas in [0, 1]. An optional mask
     (e.g. the trimap's unknown region) restricts where the errors are summed; gradients and
-    connected components are still computed on the whole image.
+    connected components are still computed on the whole image. ``diagnostics()``: the ``alpha_error``
+    histogram of |a - a_gt| over the same pixels (``ERROR_BINS``, a sum-reduced state; ``error_counts`` of the
+    latest ``compute``).
     """
 
     is_differentiable = False
@@ -77,6 +82,10 @@ class MattingMetrics(Metric):
         super().__init__(**kwargs)
         for name in ("num_images", "sad", "mse", "grad", "conn"):
             self.add_state(name, default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("error_histogram", default=torch.zeros(ERROR_BINS.count, dtype=torch.int64),
+                       dist_reduce_fx="sum")
+        self.error_counts = torch.zeros(ERROR_BINS.count, dtype=torch.int64)
+        self.error_summary = ""
 
     @staticmethod
     def _as_maps(x: Tensor, name: str) -> np.ndarray:
@@ -104,10 +113,19 @@ class MattingMetrics(Metric):
                 connectivity_error(pi, gi, mi),
             )
         self.num_images += p.shape[0]
+        self.error_histogram += ERROR_BINS.counts(torch.from_numpy(np.abs(p - g)[m])).to(self.device)
         for name, value in zip(("sad", "mse", "grad", "conn"), sums):
             setattr(self, name, getattr(self, name) + float(value))
 
     def compute(self) -> dict[str, Tensor]:
         """``sad``, ``mse``, ``grad``, ``conn`` averaged over images."""
         n = self.num_images.clamp_min(1.0)
-        return {name: getattr(self, name) / n for name in ("sad", "mse", "grad", "conn")}
+        out = {name: getattr(self, name) / n for name in ("sad", "mse", "grad", "conn")}
+        self.error_counts = self.error_histogram.detach().cpu().clone()
+        pixels = int(self.error_counts.sum())
+        self.error_summary = f"{pixels} pixels of {int(self.num_images)} images, MSE {float(out['mse']):.4f}"
+        return out
+
+    def diagnostics(self) -> Diagnostics:
+        return error_histogram("alpha_error", ERROR_BINS, self.error_counts, "|alpha - alpha_gt|",
+                               f"alpha error: {self.error_summary}", log_y=True)

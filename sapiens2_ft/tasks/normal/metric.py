@@ -9,10 +9,12 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from sapiens2_ft.tasks.dense_maps import angular_error_deg, flatten_mask
+from sapiens2_ft.tasks.diagnostics import Bins, Diagnostics, error_histogram
 
 THRESHOLDS_DEG = (5.0, 11.25, 22.5, 30.0)
 BIN_DEG = 0.01
 NUM_BINS = int(round(180.0 / BIN_DEG))
+DIAGNOSTIC_BINS = Bins(180.0, 180)  # 1-degree bins of the diagnostics' histogram (sums of the fine bins)
 
 
 class NormalMetrics(Metric):
@@ -20,6 +22,7 @@ class NormalMetrics(Metric):
 
     Mean and RMSE come from sums; the median from a histogram of 0.01-degree bins over [0, 180]
     (the centre of the median bin, so exact to +-0.005 degrees). Within-thresholds are strict (<).
+    ``diagnostics()``: the ``angle_error`` histogram in 1-degree bins (``angle_counts``, of the latest ``compute``).
     """
 
     is_differentiable = False
@@ -33,6 +36,8 @@ class NormalMetrics(Metric):
         self.add_state("sum_sq_angle", default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("within", default=torch.zeros(len(THRESHOLDS_DEG), dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("histogram", default=torch.zeros(NUM_BINS, dtype=torch.int64), dist_reduce_fx="sum")
+        self.angle_counts = torch.zeros(DIAGNOSTIC_BINS.count, dtype=torch.int64)
+        self.angle_summary = ""
 
     def update(self, pred: Tensor, target: Tensor, mask: Tensor | None = None) -> None:
         """pred/target (B, 3, H, W) normals (need not be unit), mask (B, [1,] H, W) of valid pixels."""
@@ -61,4 +66,11 @@ class NormalMetrics(Metric):
         out = {"angle_mean": self.sum_angle / n, "angle_median": median, "angle_rmse": (self.sum_sq_angle / n).sqrt()}
         for t, k in zip(THRESHOLDS_DEG, self.within):
             out[f"within_{t:g}"] = 100.0 * k / n
+        self.angle_counts = self.histogram.detach().cpu().reshape(DIAGNOSTIC_BINS.count, -1).sum(1)
+        self.angle_summary = (f"{int(self.count)} pixels, mean {float(out['angle_mean']):.2f}, "
+                              f"median {float(median):.2f} deg")
         return out
+
+    def diagnostics(self) -> Diagnostics:
+        return error_histogram("angle_error", DIAGNOSTIC_BINS, self.angle_counts, "angle error (degrees)",
+                               f"normal angle error: {self.angle_summary}")

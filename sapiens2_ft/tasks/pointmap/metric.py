@@ -10,8 +10,10 @@ from torch import Tensor
 from torchmetrics import Metric
 
 from sapiens2_ft.tasks.dense_maps import angular_error_deg, flatten_mask
+from sapiens2_ft.tasks.diagnostics import Bins, Diagnostics, error_histogram
 
 THRESHOLDS_M = (0.05, 0.10, 0.20)
+L2_BINS = Bins(2.0, 200)  # 1 cm bins up to 2 m; the last also counts larger errors
 
 
 def forward_normals(points: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -27,7 +29,8 @@ class PointmapMetrics(Metric):
     """Over valid pixels: mean L2 distance (m), per-axis MAE (m), RMSE of the L2 distance (m),
     % of pixels with L2 distance < 5 / 10 / 20 cm, and the mean angle (degrees) between the normals
     derived from the predicted and ground-truth pointmaps (cross product of forward differences,
-    where the pixel and its right and lower neighbours are valid).
+    where the pixel and its right and lower neighbours are valid). ``diagnostics()``: the ``l2_error``
+    histogram (``L2_BINS``, a sum-reduced state; ``l2_counts`` of the latest ``compute``).
     """
 
     is_differentiable = False
@@ -41,6 +44,9 @@ class PointmapMetrics(Metric):
             self.add_state(name, default=zero.clone(), dist_reduce_fx="sum")
         self.add_state("sum_abs_xyz", default=torch.zeros(3, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("within", default=torch.zeros(len(THRESHOLDS_M), dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("l2_histogram", default=torch.zeros(L2_BINS.count, dtype=torch.int64), dist_reduce_fx="sum")
+        self.l2_counts = torch.zeros(L2_BINS.count, dtype=torch.int64)
+        self.l2_summary = ""
 
     def update(self, pred: Tensor, target: Tensor, mask: Tensor | None = None) -> None:
         """pred/target (B, 3, H, W) XYZ in metres, mask (B, [1,] H, W) of valid pixels."""
@@ -57,6 +63,7 @@ class PointmapMetrics(Metric):
         self.sum_sq_l2 += l2.pow(2).sum()
         self.sum_abs_xyz += diff.abs().sum(0)
         self.within += torch.stack([(l2 < t).sum() for t in THRESHOLDS_M]).double()
+        self.l2_histogram += L2_BINS.counts(l2)
         if min(pred.shape[-2:]) >= 2:
             m = valid.unsqueeze(1).double()
             n_pred, _ = forward_normals(pred.double(), m)
@@ -76,4 +83,11 @@ class PointmapMetrics(Metric):
         for t, k in zip(THRESHOLDS_M, self.within):
             out[f"within_{round(t * 100)}cm"] = 100.0 * k / n
         out["normal_angle"] = self.sum_normal_angle / self.normal_count.clamp_min(1.0)
+        self.l2_counts = self.l2_histogram.detach().cpu().clone()
+        self.l2_summary = f"{int(self.count)} pixels, mean {float(out['l2']):.3f} m"
         return out
+
+    def diagnostics(self) -> Diagnostics:
+        return error_histogram("l2_error", L2_BINS, self.l2_counts,
+                               f"L2 error (m; the last bin counts all >= {L2_BINS.edges()[-2]:g} m)",
+                               f"pointmap L2 error: {self.l2_summary}", log_y=True)

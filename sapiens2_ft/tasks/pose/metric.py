@@ -18,6 +18,8 @@ from torchmetrics import Metric
 from torchmetrics.utilities import rank_zero_warn
 
 from sapiens2_ft.compat import SyncPreparation
+from sapiens2_ft.tasks.diagnostics import Diagnostics, Table, keypoint_bar_chart, plain
+from sapiens2_ft.tasks.pose.keypoint_accuracy import PCK_THRESHOLD, KeypointAccuracy, keypoint_accuracy
 from sapiens2_ft.tasks.pose.oks_nms import keypoint_extent_area, oks_nms
 
 STAT_NAMES = ("AP", "AP50", "AP75", "APM", "APL", "AR", "AR50", "AR75", "ARM", "ARL")
@@ -72,8 +74,10 @@ class CocoKeypointAP(SyncPreparation, Metric):
     ground-truth boxes).
 
     After ``compute``: ``results`` holds the COCO-format results that were
-    evaluated (dump it as ``predictions.json``) and ``summary_text`` holds the
-    pycocotools summary (nothing is printed). Empty predictions give 0.0
+    evaluated (dump it as ``predictions.json``), ``summary_text`` holds the
+    pycocotools summary (nothing is printed) and ``keypoint_accuracy`` the
+    per-keypoint OKS term and PCK of those results (``pose/keypoint_accuracy.py``),
+    which ``diagnostics()`` tabulates and draws. Empty predictions give 0.0
     everywhere with a warning. Call ``update``, not ``forward``: with
     ``full_state_update=False`` a ``forward`` call runs a full COCO evaluation
     on the batch.
@@ -99,10 +103,12 @@ class CocoKeypointAP(SyncPreparation, Metric):
         category_id: int = 1,
         groups: Mapping[str, Sequence[int]] | None = None,
         nms_area: Literal["keypoints", "box"] = "keypoints",
+        keypoint_names: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         """``groups``: group name -> keypoint indices (``KeypointMetainfo.group_ids``), each reported as
-        ``AP_<group>``. ``nms_area``: the instance area OKS-NMS uses, see the class docstring."""
+        ``AP_<group>``. ``nms_area``: the instance area OKS-NMS uses, see the class docstring.
+        ``keypoint_names``: names in the diagnostics (default: the annotation file's)."""
         super().__init__(**kwargs)
         self.ann_file = Path(ann_file)
         self.sigmas = np.asarray(sigmas, dtype=np.float64).reshape(-1)
@@ -121,10 +127,14 @@ class CocoKeypointAP(SyncPreparation, Metric):
             if not ids or min(ids) < 0 or max(ids) >= self.num_keypoints:
                 raise ValueError(f"CocoKeypointAP: group '{name}' needs keypoint indices in [0, "
                                  f"{self.num_keypoints}), got {ids}")
+        if keypoint_names is not None and len(keypoint_names) != self.num_keypoints:
+            raise ValueError(f"CocoKeypointAP: {len(keypoint_names)} keypoint names for {self.num_keypoints} sigmas")
+        self.keypoint_names = list(keypoint_names) if keypoint_names is not None else None
         self._coco_gt: COCO | None = None
         self._group_gt: dict[str, COCO] = {}
         self.results: list[dict] = []
         self.summary_text: str = ""
+        self.keypoint_accuracy = KeypointAccuracy.empty(self.num_keypoints)
         for name in self._state_shapes():
             self.add_state(name, default=[], dist_reduce_fx="cat")
 
@@ -267,6 +277,7 @@ class CocoKeypointAP(SyncPreparation, Metric):
         if ids.shape[0] == 0:
             rank_zero_warn("CocoKeypointAP: no predictions to evaluate; every metric is 0.0.", UserWarning)
             self.results, self.summary_text = [], ""
+            self.keypoint_accuracy = KeypointAccuracy.empty(k)
             return self._to_output(np.zeros(len(STAT_NAMES)), {name: 0.0 for name in self.groups})
 
         coco = self.coco_gt
@@ -317,7 +328,23 @@ class CocoKeypointAP(SyncPreparation, Metric):
             stats_group, _ = self._evaluate(self._group_coco(name), subset, img_ids.tolist(), self.sigmas[group])
             group_ap[name] = stats_group[0]
         self.results = results
+        self.keypoint_accuracy = keypoint_accuracy(coco, results, img_ids.tolist(), self.sigmas, self.category_id)
         return self._to_output(stats, group_ap)
+
+    def diagnostics(self) -> Diagnostics:
+        """``keypoints``: per keypoint its ``visible`` count, mean ``oks`` term and ``pck`` (of the latest
+        ``compute``), as a table and a bar chart."""
+        acc = self.keypoint_accuracy
+        names = self.keypoint_names
+        if names is None:
+            names = self.coco_gt.cats[self.category_id]["keypoints"] if self.ann_file.is_file() else \
+                [f"keypoint_{i}" for i in range(self.num_keypoints)]
+        rows = [[i, str(names[i]), int(acc.visible[i]), plain(acc.oks[i]), plain(acc.pck[i])]
+                for i in range(self.num_keypoints)]
+        title = (f"{acc.matched} matched persons ({acc.unmatched} without a prediction)\n"
+                 f"mean OKS term; PCK: error < {PCK_THRESHOLD:g} x max(box w, h)")
+        return Diagnostics({"keypoints": Table(["keypoint_id", "keypoint", "visible", "oks", "pck"], rows)},
+                           {"keypoints": keypoint_bar_chart(names, acc.oks, acc.pck, title)})
 
     def _evaluate(self, coco: COCO, results: list[dict], img_ids: list[int],
                   sigmas: np.ndarray) -> tuple[np.ndarray, str]:
@@ -344,6 +371,7 @@ class CocoKeypointAP(SyncPreparation, Metric):
         super().reset()
         self.results = []
         self.summary_text = ""
+        self.keypoint_accuracy = KeypointAccuracy.empty(self.num_keypoints)
 
     def __getstate__(self) -> dict[str, Any]:
         """Do not pickle/deepcopy the cached ground truth; it reloads lazily."""

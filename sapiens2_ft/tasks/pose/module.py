@@ -92,8 +92,8 @@ class PoseModule(TaskModule):
         if self.val_metrics is None:
             ann_file = self.trainer.datamodule.val_annotation_file
             # Sets with groups (coco_wholebody, sapiens2_308) also log val/AP_<group>.
-            self.val_metrics = CocoKeypointAP(ann_file, self.metainfo.sigmas,
-                                              groups=self.metainfo.group_ids).to(self.device)
+            self.val_metrics = CocoKeypointAP(ann_file, self.metainfo.sigmas, groups=self.metainfo.group_ids,
+                                              keypoint_names=self.metainfo.keypoint_names).to(self.device)
         super().on_validation_epoch_start()
 
     def update_metrics(self, outputs: dict, batch: dict) -> None:

@@ -57,7 +57,8 @@ class SegmentationModule(TaskModule):
         weights = class_weights if class_weights is not None else default_class_weights(names)
         weights = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
         self.register_buffer("class_weights", weights, persistent=False)
-        self.val_metrics = SegmentationMetrics(len(self.class_names), ignore_index=ignore_index)
+        self.val_metrics = SegmentationMetrics(len(self.class_names), ignore_index=ignore_index,
+                                               class_names=self.class_names)
 
     def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
         return {"logits": resize_to(self.model(pixel_values).logits, size)}
