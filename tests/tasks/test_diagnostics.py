@@ -97,6 +97,17 @@ def test_per_keypoint_oks_and_pck_match_a_hand_derivation(hand_coco):
     assert np.isnan(metric.keypoint_accuracy.oks).all() and metric.diagnostics().tables["keypoints"].rows[0][3] is None
 
 
+def test_a_non_finite_keypoint_is_a_miss(hand_coco):
+    metric = CocoKeypointAP(hand_coco, SIGMAS, use_oks_nms=False)
+    keypoints = torch.tensor([PREDICTIONS["D"][1]], dtype=torch.float64)
+    keypoints[0, 0] = float("nan")
+    metric.update(torch.tensor([2]), keypoints, torch.full((1, 3), 0.9), torch.ones(1), torch.ones(1))
+    metric.compute()
+    acc = metric.keypoint_accuracy
+    assert acc.oks[0] == 0.0 and acc.pck[0] == 0.0 and acc.pck[1] == 1.0 and (acc.matched, acc.unmatched) == (1, 1)
+    assert [row[1] for row in metric.diagnostics().tables["keypoints"].rows] == NAMES  # the file's names
+
+
 def test_confusion_matrix_and_per_class_iou_match_numpy():
     rng = np.random.default_rng(0)
     c, names = 4, ["background", "arm", "leg", "head"]
@@ -189,6 +200,30 @@ def test_files_are_csv_and_png(tmp_path):
     assert rows[0] == ["class_id", "class", "iou", "accuracy", "gt_pixels", "predicted_pixels"]
     assert rows[1:] == [["0", "bg", "0.5", "0.5", "2", "1"], ["1", "person", "0.5", "1.0", "1", "2"]]
     assert markdown(diagnostics.tables["per_class"]).splitlines()[2] == "| 0 | bg | 0.5 | 0.5 | 2 | 1 |"
+
+
+def test_the_callback_writes_rank_zero_files_and_tensorboard_entries(tmp_path):
+    from types import SimpleNamespace
+
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from sapiens2_ft.training.callbacks.diagnostics import ValidationDiagnostics
+
+    metric = MattingMetrics()
+    metric.update(torch.rand(1, 1, 8, 8), torch.rand(1, 1, 8, 8))
+    metric.compute()
+    module = SimpleNamespace(validation_diagnostics=metric.diagnostics)
+    logger = TensorBoardLogger(tmp_path, name="tb", version="")
+    callback = ValidationDiagnostics(tmp_path)
+    for rank_zero, sanity, step in ((False, False, 3), (True, True, 0), (True, False, 7)):
+        trainer = SimpleNamespace(sanity_checking=sanity, is_global_zero=rank_zero, global_step=step, loggers=[logger])
+        callback.on_validation_end(trainer, module)
+    assert [p.name for p in (tmp_path / "diagnostics").iterdir()] == ["step_7"]
+    logger.experiment.flush()
+    events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"images": 0, "tensors": 0}).Reload()
+    assert events.Tags()["images"] == ["diagnostics/alpha_error_chart"]
+    assert "diagnostics/alpha_error/text_summary" in events.Tags()["tensors"]
 
 
 def test_a_short_run_writes_and_logs_the_diagnostics(tiny_coco, tiny_pose308_dir, tmp_path):

@@ -63,7 +63,7 @@ def keypoint_accuracy(coco: COCO, results: list[dict], img_ids: list[int], sigma
         labelled = truth[:, :, 2] > 0
         area = np.array([float(a["area"]) for a in people])
         d2 = ((np.stack(predictions)[None] - truth[:, None, :, :2]) ** 2).sum(-1)  # (G, D, K)
-        terms = np.exp(-d2 / variances / (area[:, None, None] + np.spacing(1)) / 2)
+        terms = np.nan_to_num(np.exp(-d2 / variances / (area[:, None, None] + np.spacing(1)) / 2))  # NaN: a miss
         oks = (terms * labelled[:, None]).sum(-1) / labelled.sum(-1)[:, None]  # (G, D)
         rows, cols = linear_sum_assignment(oks, maximize=True)
         for g, d in zip(rows, cols):
