@@ -46,7 +46,7 @@ def _float_attrs(element, names) -> list[float] | None:
 
 def _shape(element, where: str, group, xml_file: Path, record: str, problems: DataReport) -> Shape | None:
     tag, label = element.tag, element.get("label")
-    z = int(element.get("z_order") or 0)
+    z = int(element.get("z_order", "0")) if element.get("z_order", "0").lstrip("-").isdigit() else 0
     bad = lambda field, expected: problems.add(xml_file, at(record, where), field,  # noqa: E731
                                                f"{expected}; the shape is left out")
     if not label:

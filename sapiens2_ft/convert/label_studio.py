@@ -79,7 +79,10 @@ def _value_points(kind: str, value: dict, size) -> np.ndarray | None:
     if kind == "point":
         return np.array([[value["x"], value["y"]]]) / 100
     x, y, w, h = (value[k] / 100 for k in keys)
-    angle = math.radians(value.get("rotation") or 0)
+    rotation = value.get("rotation") or 0
+    if not isinstance(rotation, (int, float)) or not math.isfinite(rotation):
+        return None
+    angle = math.radians(rotation)
     if not angle:
         return np.array([[x, y], [x + w, y + h]])
     if size is None:

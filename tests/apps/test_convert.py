@@ -386,6 +386,15 @@ def test_label_studio_bad_region_names_the_file_and_task(tmp_path):
     assert fatal[1] == f"{export}: task 7: data: image file not found under the export folder: missing.png"
 
 
+def test_label_studio_rotated_box_becomes_its_extent():
+    from sapiens2_ft.convert.label_studio import _value_points
+
+    # 24 x 16 px at (12, 16), turned 90 degrees clockwise (y down) about its top-left corner
+    value = {"x": 10, "y": 10, "width": 20, "height": 10, "rotation": 90}
+    np.testing.assert_allclose(_value_points("box", value, (W, H)) * [W, H], [[-4, 16], [12, 40]], atol=1e-9)
+    assert _value_points("box", value, None) is None  # a rotated box needs the image size
+
+
 # ---- YOLO-pose ------------------------------------------------------------------------------------------------
 
 def xyxy(box):
