@@ -7,6 +7,8 @@ import io as io_module
 import json
 import os
 import signal
+import time
+from pathlib import Path
 
 import lightning as L
 from lightning.pytorch.strategies import SingleDeviceStrategy
@@ -80,6 +82,23 @@ class KillDuringCheckpointWrite(L.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
         io._write = write_or_die
+
+
+class PauseAtStep(L.Callback):
+    """At optimiser step ``step`` writes ``marker`` and waits (up to 120 s) until ``marker.go`` exists: the test
+    sends its signal in between, so the run is signalled at a known step."""
+
+    def __init__(self, step: int, marker: str):
+        self.step, self.marker = step, marker
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step != self.step or Path(self.marker).exists():
+            return
+        Path(self.marker).write_text(str(os.getpid()))
+        for _ in range(1200):
+            if Path(self.marker + ".go").exists():
+                return
+            time.sleep(0.1)
 
 
 class RecordBatches(L.Callback):

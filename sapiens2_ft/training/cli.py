@@ -30,6 +30,7 @@ from jsonargparse.typing import PositiveInt
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.plugins.environments import ClusterEnvironment, SLURMEnvironment
 
 from sapiens2_ft.compat import cli_value, experiment_started
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
@@ -41,6 +42,8 @@ from sapiens2_ft.training.callbacks.ema_stop import (EarlyStoppingConfig, EMACon
 from sapiens2_ft.training.callbacks.diagnostics import ValidationDiagnostics
 from sapiens2_ft.training.callbacks.image_panels import ImagePanels
 from sapiens2_ft.training.callbacks.non_finite import NonFiniteConfig, NonFiniteGuard
+from sapiens2_ft.training.callbacks.preemption import (Preempted, PreemptionConfig, PreemptionStop,
+                                                       requeue_slurm_job)
 from sapiens2_ft.training.callbacks.progress import StepProgressBar
 from sapiens2_ft.training.callbacks.resume_position import ResumeDataPosition
 from sapiens2_ft.training.callbacks.run_artifacts import RunArtifacts
@@ -123,7 +126,7 @@ class SaveRecipe(SaveConfigCallback):
 
 class Sapiens2CLI(LightningCLI):
     """Adds the ``task``, ``run_dir``, ``resume``, ``init_from``, ``checkpoint_every_n_steps``, ``export``,
-    ``tf32``, ``tracking``, ``non_finite``, ``ema`` and ``early_stopping`` keys, the task links, the run directory and the run's callbacks."""
+    ``tf32``, ``tracking``, ``non_finite``, ``preemption``, ``ema`` and ``early_stopping`` keys, the task links, the run directory and the run's callbacks."""
 
     def __init__(self, task: str, **kwargs):
         self.task = task_spec(task)
@@ -148,6 +151,7 @@ class Sapiens2CLI(LightningCLI):
                             help="TF32 matmuls and convolutions for the float32 parts on a GPU (as upstream)")
         parser.add_class_arguments(TrackingConfig, "tracking")
         parser.add_class_arguments(NonFiniteConfig, "non_finite")
+        parser.add_class_arguments(PreemptionConfig, "preemption")
         parser.add_class_arguments(EMAConfig, "ema")
         parser.add_class_arguments(EarlyStoppingConfig, "early_stopping")
         parser.link_arguments("init_from", "model.init_from")
@@ -210,12 +214,19 @@ class Sapiens2CLI(LightningCLI):
         every_n_steps = cli_value(self, self.config_init, "checkpoint_every_n_steps")
         if every_n_steps:
             callbacks.append(StepCheckpoint(self.run_dir / LAST_CHECKPOINT, every_n_steps))
+        preemption: PreemptionConfig = cli_value(self, self.config_init, "preemption")
+        if preemption.signals:
+            callbacks.append(PreemptionStop(self.run_dir / LAST_CHECKPOINT, preemption))
         if config.get("enable_progress_bar") is not False:
             callbacks.append(StepProgressBar())
         kwargs["callbacks"] = callbacks
         kwargs["use_distributed_sampler"] = False  # the DataModules split data over processes themselves
         plugins = config.get("plugins") or []
         kwargs["plugins"] = (plugins if isinstance(plugins, list) else [plugins]) + [AtomicCheckpointIO()]
+        if preemption.signals and SLURMEnvironment.detect() and not any(
+                isinstance(p, ClusterEnvironment) for p in kwargs["plugins"]):
+            # Lightning's own requeue saves inside the signal handler, mid-step; PreemptionStop requeues instead.
+            kwargs["plugins"].append(SLURMEnvironment(auto_requeue=False))
         trainer = super().instantiate_trainer(**kwargs)
         agree_on_failed_saves(trainer.strategy)  # a failed save stops every rank, none waits in a barrier
         return trainer
@@ -261,6 +272,13 @@ def main(argv: list[str] | None = None) -> dict:
     except CheckpointSaveError as err:  # the message says it all (path, size, free space); every rank stops
         close_dashboards(trainer, exit_code=1)
         raise SystemExit(str(err)) from None
+    except Preempted as stop:  # last.ckpt is written; requeue (SLURM) and exit with a status that asks for a rerun
+        close_dashboards(trainer)
+        preemption = cli.config.preemption
+        if trainer.is_global_zero:
+            requeued = requeue_slurm_job() if preemption.requeue else "not requeued (preemption.requeue: false)"
+            print(f"preempted: {stop}; {requeued}; continue with --resume auto (exit status {preemption.exit_code})")
+        raise SystemExit(preemption.exit_code) from None
     except BaseException:
         close_dashboards(trainer, exit_code=1)
         raise
