@@ -76,10 +76,18 @@ def histogram_table(bins: Bins, counts: Tensor | np.ndarray) -> Table:
 
 # -- pictures ----------------------------------------------------------------------------------------------------
 
-def _figure(width: float, height: float):
+LABEL_CHAR_INCH = 0.06  # width of one tick-label character at font size 7-8
+
+
+def _figure(width: float, height: float, left: float = 0.8, bottom: float = 0.6, top: float = 0.6,
+            right: float = 0.3):
+    """A figure of ``width`` x ``height`` inches with fixed margins (inches): matplotlib's automatic layouts
+    cost more than the drawing."""
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+    figure = Figure(figsize=(width, height), dpi=100)
+    figure.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height)
+    return figure
 
 
 def _rgb(figure) -> np.ndarray:
@@ -116,7 +124,8 @@ def keypoint_bar_chart(names: Sequence[str], oks: np.ndarray, pck: np.ndarray, t
     if len(shown) > max_keypoints:
         shown = sorted(shown, key=lambda i: oks[i])[:max_keypoints]
         title = f"{title} (the {max_keypoints} lowest of {len(names)})"
-    fig = _figure(8, 1.2 + 0.28 * max(len(shown), 1))
+    longest = max((len(str(names[i])) for i in shown), default=4)
+    fig = _figure(8, 1.4 + 0.28 * max(len(shown), 1), left=0.3 + LABEL_CHAR_INCH * longest, bottom=0.85, top=0.6)
     ax = fig.add_subplot()
     y = np.arange(len(shown))
     ax.barh(y - 0.2, [oks[i] for i in shown], height=0.4, label="mean OKS term", color="#3b75af")
@@ -125,7 +134,7 @@ def keypoint_bar_chart(names: Sequence[str], oks: np.ndarray, pck: np.ndarray, t
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set(xlabel="accuracy", title=title)
-    ax.legend(loc="lower right", fontsize=8)
+    fig.legend(loc="lower center", ncol=2, fontsize=8, frameon=False)  # under the axis, over no bar
     ax.grid(axis="x", alpha=0.3)
     return _rgb(fig)
 
@@ -140,8 +149,9 @@ def confusion_image(confusion: np.ndarray, names: Sequence[str], title: str) -> 
     cm = confusion[np.ix_(present, present)]
     rows = cm / np.maximum(cm.sum(1, keepdims=True), 1.0)
     labels = [str(names[i]) for i in present]
-    size = 2.5 + 0.3 * len(present)
-    fig = _figure(size + 1.5, size)
+    margin = 0.6 + LABEL_CHAR_INCH * max(len(label) for label in labels)
+    size = max(0.3 * len(present), 4.0) + margin + 0.5
+    fig = _figure(size + 1.5, size, left=margin, bottom=margin, top=0.5, right=1.5)
     ax = fig.add_subplot()
     shown = ax.imshow(rows, cmap="Blues", vmin=0, vmax=1)
     ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
@@ -153,7 +163,9 @@ def confusion_image(confusion: np.ndarray, names: Sequence[str], title: str) -> 
                     ax.text(c, r, f"{100 * rows[r, c]:.0f}", ha="center", va="center", fontsize=7,
                             color="white" if rows[r, c] > 0.5 else "black")
     ax.set(xlabel="prediction", ylabel="ground truth", title=title)
-    fig.colorbar(shown, ax=ax, label="fraction of the ground-truth class's pixels")
+    width, height = fig.get_size_inches()
+    bar = fig.add_axes((1 - 1.1 / width, margin / height, 0.15 / width, 1 - (margin + 0.5) / height))
+    fig.colorbar(shown, cax=bar, label="fraction of the true class's pixels")
     return _rgb(fig)
 
 
