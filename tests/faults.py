@@ -62,6 +62,19 @@ class KillAtStep(L.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+class ExitOnceAtStep(L.Callback):
+    """Rank ``rank`` exits at once (``os._exit(1)``, no cleanup) when the optimiser reaches ``step``, on the first
+    attempt of a torchrun job only (``TORCHELASTIC_RESTART_COUNT`` 0): a worker lost once, then restarted."""
+
+    def __init__(self, step: int, rank: int = 1):
+        self.step, self.rank = step, rank
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+        if first_attempt and trainer.global_rank == self.rank and trainer.global_step >= self.step:
+            os._exit(1)
+
+
 class KillDuringCheckpointWrite(L.Callback):
     """SIGKILLs this process halfway through writing the checkpoint of optimiser step ``step``."""
 
