@@ -39,11 +39,16 @@ def default_run_dir(config_name: str) -> Path:
     """
     if os.environ.get(RUN_DIR_ENV):
         return Path(os.environ[RUN_DIR_ENV])
-    job = os.environ.get("TORCHELASTIC_RUN_ID", "none")
-    stamp = job if job != "none" else os.environ.get("SLURM_JOB_ID") or time.strftime("%Y%m%d-%H%M%S")
-    run_dir = Path("runs") / config_name / stamp
+    run_dir = job_run_dir(config_name) or Path("runs") / config_name / time.strftime("%Y%m%d-%H%M%S")
     os.environ[RUN_DIR_ENV] = str(run_dir)
     return run_dir
+
+
+def job_run_dir(config_name: str) -> Path | None:
+    """``runs/<config>/<job id>`` under torchrun (its run id) or SLURM (the job id, kept by a requeued job)."""
+    job = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+    job = job if job != "none" else os.environ.get("SLURM_JOB_ID")
+    return Path("runs") / config_name / job if job else None
 
 
 LAST_CHECKPOINT = Path("checkpoints") / "last.ckpt"  # a file, or a directory for distributed checkpoints
@@ -70,6 +75,16 @@ def checkpoint_candidates(run_dir: Path) -> list[Path]:
 def unreadable_reason(path: Path) -> str | None:
     """Why ``--resume`` cannot use a checkpoint (None when it can): its record does not load (a truncated or
     zeroed file), or a distributed checkpoint lacks a shard file its metadata lists or holds it shorter."""
+    if path.is_file():
+        with open(path, "rb") as f:
+            head = f.read(4096)
+        if not head:
+            return f"{path} is empty (0 bytes)"
+        if not head.startswith(b"PK\x03\x04"):  # torch.save writes a zip archive
+            zeros = not head.strip(b"\0")
+            return (f"{path} is not a checkpoint file: it " + ("starts with zeros (its data was lost, as in a crash "
+                    "before the file system wrote it)" if zeros else "does not start with a zip header")
+                    + f", {path.stat().st_size:,} bytes")
     try:
         read_info(path)
     except (CheckpointError, OSError) as err:
@@ -123,13 +138,15 @@ def latest_run(config_name: str) -> Path | None:
 def resolve_resume(resume: str, run_dir: str | None, config_name: str) -> tuple[Path, Path] | None:
     """``--resume``: (checkpoint, run directory), or None for ``auto`` with nothing to resume.
 
-    ``auto`` takes ``run_dir`` when given (or inherited by a launched rank), else the latest run of the
-    config. A PATH is a run directory, or a checkpoint (file or distributed directory) whose run
+    ``auto`` takes ``run_dir`` when given (or inherited by a launched rank), else this torchrun / SLURM job's
+    own run when it has a checkpoint (a restart, a requeue), else the latest run of the config. A PATH is a run directory, or a checkpoint (file or distributed directory) whose run
     directory is the one above its ``checkpoints/`` folder. Of a run directory the newest readable checkpoint
     is taken (:func:`newest_readable`); a checkpoint given by path must be readable itself.
     """
     if resume == "auto":
-        chosen = run_dir or os.environ.get(RUN_DIR_ENV) or latest_run(config_name)
+        job = job_run_dir(config_name)  # a restarted or requeued job continues its own run
+        job = job if job is not None and checkpoint_candidates(job) else None
+        chosen = run_dir or os.environ.get(RUN_DIR_ENV) or job or latest_run(config_name)
         checkpoint = newest_readable(Path(chosen)) if chosen else None
         return (checkpoint, Path(chosen)) if checkpoint else None
     path = Path(resume)

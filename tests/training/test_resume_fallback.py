@@ -58,8 +58,9 @@ def test_the_order_checkpoints_are_tried_in(finished):
     assert names == ["last.ckpt", *best, "step-step3.ckpt"] and best[-1] == "best-step2.ckpt"
 
 
-@pytest.mark.parametrize("damage", [truncate, zero])
-def test_an_unreadable_last_falls_back_to_the_newest_readable(finished, tmp_path, capsys, damage):
+@pytest.mark.parametrize("damage,reason", [(truncate, "cannot read checkpoint"),
+                                           (zero, "is not a checkpoint file: it starts with zeros")])
+def test_an_unreadable_last_falls_back_to_the_newest_readable(finished, tmp_path, capsys, damage, reason):
     run_dir = copy_run(finished, tmp_path)
     checkpoints = run_dir / "checkpoints"
     damage(checkpoints / "last.ckpt")
@@ -68,7 +69,7 @@ def test_an_unreadable_last_falls_back_to_the_newest_readable(finished, tmp_path
         assert resolve_resume(resume, str(run_dir) if resume == "auto" else None, "pose_coco") == (newest_best,
                                                                                                    run_dir)
         out = capsys.readouterr().out
-        assert f"--resume: skipping {checkpoints / 'last.ckpt'}, unreadable or incomplete: cannot read checkpoint" in out
+        assert f"--resume: skipping {checkpoints / 'last.ckpt'}, unreadable or incomplete: " in out and reason in out
         assert f"continuing from {newest_best}, the newest readable checkpoint" in out
 
     for best in checkpoints.glob("best-*.ckpt"):  # then the step checkpoints
@@ -76,7 +77,7 @@ def test_an_unreadable_last_falls_back_to_the_newest_readable(finished, tmp_path
     assert resolve_resume(str(run_dir), None, "pose_coco") == (checkpoints / "step-step3.ckpt", run_dir)
 
     damage(checkpoints / "step-step3.ckpt")
-    with pytest.raises(SystemExit, match=r"no readable checkpoint in .*\n  .*last.ckpt: cannot read checkpoint"):
+    with pytest.raises(SystemExit, match=r"no readable checkpoint in .*\n  .*last.ckpt: .*" + reason):
         resolve_resume("auto", str(run_dir), "pose_coco")
 
 
@@ -118,3 +119,17 @@ def test_a_run_with_a_zeroed_last_checkpoint_continues(finished, tiny_coco, tiny
     assert f"resuming {resumed_from}: task pose, 17 outputs, step {torch.load(resumed_from, weights_only=True)['global_step']}" in out
     assert summary["global_step"] == STEPS + 2
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == STEPS + 2
+
+
+def test_auto_under_a_job_takes_the_job_s_own_run(finished, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("4242", "later"):  # "later", changed last, is what auto takes outside the job
+        (tmp_path / "runs" / "pose_coco" / name / "checkpoints").mkdir(parents=True)
+        shutil.copy(finished / "checkpoints" / "last.ckpt", tmp_path / "runs" / "pose_coco" / name / "checkpoints")
+    for name in ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "SAPIENS2_FT_RUN_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    assert resolve_resume("auto", None, "pose_coco")[1] == Path("runs/pose_coco/later")
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")  # the requeued job
+    assert resolve_resume("auto", None, "pose_coco")[1] == Path("runs/pose_coco/4242")
+    monkeypatch.setenv("SLURM_JOB_ID", "4343")  # a new job without a run of its own: the latest run, as before
+    assert resolve_resume("auto", None, "pose_coco")[1] == Path("runs/pose_coco/later")
