@@ -12,6 +12,7 @@ processes every rank raises the same error (:func:`save_together`), so no rank w
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -136,10 +137,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             _fsync_dir(path.parent)
         except Exception as err:
             cause = (writer.error if writer is not None else None) or err
-            temporary.unlink(missing_ok=True)  # before the free space is measured
+            _unlink_quietly(temporary)  # before the free space is measured
             raise CheckpointSaveError(save_error_message(path, cause, checkpoint_bytes(checkpoint))) from err
         finally:
-            temporary.unlink(missing_ok=True)
+            _unlink_quietly(temporary)
         for stale in path.parent.glob(f".{path.name}.tmp-*"):  # left by a process killed while saving
             stale.unlink(missing_ok=True)
 
@@ -190,6 +191,11 @@ def swap_in_directory(partial: Path, path: Path) -> None:
     os.replace(partial, path)
     _fsync_dir(path.parent)
     _remove(old)
+
+
+def _unlink_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):  # the error that got us here is the one to report
+        path.unlink(missing_ok=True)
 
 
 def _remove(path: Path) -> None:
