@@ -35,6 +35,7 @@ def api_pose_run(tiny_coco, tiny_pose308_dir, tmp_path_factory) -> dict:
         trainer__devices=1, trainer__enable_progress_bar=False, tracking__logger="csv")
 
 
+@pytest.mark.slow  # a training run: the fast tier keeps this file's unit tests
 def test_train_load_predict_pose_as_the_command_does(api_pose_run, tiny_coco, tmp_path):
     summary = api_pose_run
     assert summary["global_step"] == 2 and Path(summary["export"], "config.json").is_file()

@@ -482,6 +482,7 @@ def test_ungrouped_keypoints_join_the_person_whose_box_holds_them(tmp_path):
 
 # ---- training on converted data -------------------------------------------------------------------------------
 
+@pytest.mark.slow  # a training run: the fast tier keeps this file's unit tests
 def test_converted_pose_and_seg_data_train_two_steps(yolo_result, labelme_result, tiny_pose308_dir, tmp_path):
     from sapiens2_ft.training.cli import main
 

@@ -205,6 +205,7 @@ def test_the_callback_draws_once_on_rank_0_and_keeps_the_sheet_of_a_resumed_run(
     assert path.read_bytes() == first  # a task without a sheet
 
 
+@pytest.mark.slow  # a training run: the fast tier keeps this file's unit tests
 def test_a_short_training_run_writes_the_sheet_of_its_first_batch(tiny_coco, tiny_pose308_dir, tmp_path):
     run_dir = tmp_path / "run"
     train_main(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 2))

@@ -226,6 +226,7 @@ def test_the_callback_writes_rank_zero_files_and_tensorboard_entries(tmp_path):
     assert "diagnostics/alpha_error/text_summary" in events.Tags()["tensors"]
 
 
+@pytest.mark.slow  # a training run: the fast tier keeps this file's unit tests
 def test_a_short_run_writes_and_logs_the_diagnostics(tiny_coco, tiny_pose308_dir, tmp_path):
     from conftest import pose_run_args
 

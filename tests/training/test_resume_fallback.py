@@ -109,6 +109,7 @@ def test_a_distributed_checkpoint_missing_a_shard_is_skipped(finished, tmp_path,
         resolve_resume(str(last), None, "pose_coco")
 
 
+@pytest.mark.slow  # a training run: the fast tier keeps this file's unit tests
 def test_a_run_with_a_zeroed_last_checkpoint_continues(finished, tiny_coco, tiny_pose308_dir, tmp_path, capsys):
     run_dir = copy_run(finished, tmp_path)
     zero(run_dir / "checkpoints" / "last.ckpt")
