@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from datamodules.dense_targets import DENSE_TASKS
@@ -18,6 +19,7 @@ def _args(dense_root, run_dir, steps: int) -> list[str]:
             "--trainer.enable_progress_bar", "false"]
 
 
+@pytest.mark.slow  # two runs of all five heads (about 9 s)
 def test_pretraining_run_keeps_one_backbone_and_resumes(dense_root, tmp_path):
     run_dir = tmp_path / "run"
     summary = main(_args(dense_root, run_dir, 2))
