@@ -37,9 +37,9 @@ from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, chec
 from sapiens2_ft.resources import config_dir, format_config_list
 from sapiens2_ft.tasks.registry import TASKS, import_class, task_spec
 from sapiens2_ft.training.callbacks.data_sheet import DataSheet
+from sapiens2_ft.training.callbacks.diagnostics import ValidationDiagnostics
 from sapiens2_ft.training.callbacks.ema_stop import (EarlyStoppingConfig, EMAConfig, early_stopping_callback,
                                                      ema_callback)
-from sapiens2_ft.training.callbacks.diagnostics import ValidationDiagnostics
 from sapiens2_ft.training.callbacks.image_panels import ImagePanels
 from sapiens2_ft.training.callbacks.non_finite import NonFiniteConfig, NonFiniteGuard
 from sapiens2_ft.training.callbacks.preemption import (Preempted, PreemptionConfig, PreemptionStop,
