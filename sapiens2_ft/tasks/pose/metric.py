@@ -37,6 +37,20 @@ def rescore(keypoint_scores: np.ndarray, box_scores: np.ndarray, threshold: floa
     return np.asarray(box_scores, dtype=np.float64) * mean
 
 
+MISSED = -1e6  # px: where a non-finite predicted keypoint is placed; its OKS term there is 0
+
+
+def as_misses(keypoints: np.ndarray, keypoint_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Non-finite predicted keypoints scored as misses: pycocotools would match a NaN OKS at every threshold (a
+    diverged model would score AP 1.0), so they are moved to ``MISSED`` and their scores set to 0."""
+    bad = ~np.isfinite(keypoints).all(-1)
+    if bad.any():
+        rank_zero_warn(f"CocoKeypointAP: {int(bad.any(-1).sum())} of {len(bad)} predictions have non-finite "
+                       f"keypoints ({int(bad.sum())} in all); they count as misses", UserWarning)
+        keypoints = np.where(bad[..., None], MISSED, keypoints)
+    return keypoints, np.where(np.isfinite(keypoint_scores), keypoint_scores, 0.0)
+
+
 @contextlib.contextmanager
 def _captured_stdout():
     """Swallow pycocotools' prints; yields the buffer."""
@@ -288,6 +302,7 @@ class CocoKeypointAP(SyncPreparation, Metric):
                 f"annotation file, e.g. {unknown[:5].tolist()}"
             )
 
+        kpts, kscores = as_misses(kpts, kscores)
         # Canonical order + exact-duplicate removal (layout: id, box, area, xy..., scores...).
         rows = np.concatenate(
             [ids[:, None].astype(np.float64), boxes[:, None], areas[:, None], kpts.reshape(-1, 2 * k), kscores], axis=1
@@ -299,7 +314,7 @@ class CocoKeypointAP(SyncPreparation, Metric):
         kscores = rows[:, 3 + 2 * k :]
         scores = rescore(kscores, boxes, self.keypoint_score_threshold)
         if self.nms_area == "keypoints":
-            areas = keypoint_extent_area(kpts)
+            areas = keypoint_extent_area(np.where(kpts == MISSED, np.nan, kpts))
 
         results: list[dict] = []
         img_ids, starts = np.unique(ids, return_index=True)  # rows are sorted by image id

@@ -66,7 +66,8 @@ def oks_iou(
 
 
 def keypoint_extent_area(keypoints: np.ndarray) -> np.ndarray:
-    """Area of the box spanned by each instance's keypoints, all of them whatever their scores.
+    """Area of the box spanned by each instance's keypoints, all of them whatever their scores; non-finite
+    keypoints are left out (an instance with none finite has area 0).
 
     keypoints (N, K, 2+) -> (N,) float64: (max x - min x) * (max y - min y).
     """
@@ -75,8 +76,9 @@ def keypoint_extent_area(keypoints: np.ndarray) -> np.ndarray:
         raise ValueError(f"keypoint_extent_area: expected keypoints (N, K, 2), got {xy.shape}")
     if xy.shape[0] == 0:
         return np.zeros(0, dtype=np.float64)
-    span = xy.max(axis=1) - xy.min(axis=1)
-    return span[:, 0] * span[:, 1]
+    finite = np.isfinite(xy).all(-1, keepdims=True)
+    span = np.where(finite, xy, -np.inf).max(axis=1) - np.where(finite, xy, np.inf).min(axis=1)
+    return np.where(np.isfinite(span).all(-1), span[:, 0] * span[:, 1], 0.0)
 
 
 def oks_nms(

@@ -438,3 +438,25 @@ def test_group_errors_and_empty(coco_file):
     with pytest.warns(UserWarning, match="no predictions"):
         res = empty.compute()
     assert float(res["AP_head"]) == 0.0 and float(res["AP_legs"]) == 0.0
+
+
+def test_non_finite_keypoints_count_as_misses(coco_file):
+    """pycocotools matches a NaN OKS at every threshold; a NaN keypoint must score as one placed far away (OKS-NMS
+    off: a far keypoint would also widen the instance's extent area, which NMS uses and a NaN one does not)."""
+    ann_file, info = coco_file
+    preds = _gt_predictions(info["anns"])
+    visible = np.array([a["keypoints"] for a in info["anns"]]).reshape(-1, K, 3)[..., 2] > 0
+    person = int(np.argmax(visible.sum(1)))  # a person with labelled keypoints
+    joint = int(np.flatnonzero(visible[person])[0])
+
+    def ap_with(value: float) -> dict:
+        p = {k: v.copy() for k, v in preds.items()}
+        p["keypoints"][person, joint] = value
+        metric = CocoKeypointAP(ann_file, SIGMAS, use_oks_nms=False)
+        _update(metric, p)
+        return {k: float(v) for k, v in metric.compute().items()}
+
+    with pytest.warns(UserWarning, match="1 of .* predictions have non-finite keypoints"):
+        nan = ap_with(float("nan"))
+    far = ap_with(-1e7)
+    assert nan == pytest.approx(far) and nan["AP"] < 1.0
