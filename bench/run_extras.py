@@ -1,0 +1,96 @@
+"""What the per-run pictures cost: the data-check sheet of a run's first batch, and one validation's diagnostics.
+
+- Sheet: ``DataSheet`` draws the first 16 samples of the first training batch once per run. Timed here on real
+  augmented batches of the pose and seg data modules (synthetic data rendered into a temporary folder) at
+  ``--input``: ``data_sheet`` + ``write_sheet``, the callback's work.
+- Diagnostics: ``ValidationDiagnostics`` draws and writes one validation's tables and charts. Timed here with the
+  drawing functions the metrics call, on inputs of the real sizes (17 COCO keypoints, a 29-class confusion
+  matrix, the normal metric's 180 one-degree bins) filled with random values: the cost depends on the sizes,
+  not on the values.
+
+Each figure is the median of ``--repeats`` calls after one warm-up call (matplotlib's first figure is slower).
+
+Run: ``python bench/run_extras.py [--input 256 192] [--repeats 5]`` (about a minute on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from datamodules.body_parts import SAPIENS2_PART_CLASSES
+from datamodules.dense_datamodule import DenseDataModule
+from datamodules.keypoints.metainfo import load_metainfo
+from datamodules.pose_datamodule import PoseDataModule
+from datamodules.synthetic import generate_dataset
+from sapiens2_ft.tasks.diagnostics import Bins, Diagnostics, confusion_image, error_histogram, keypoint_bar_chart
+from sapiens2_ft.tasks.sample_sheet import data_sheet, sheet_labels, split_batch, write_sheet
+from sapiens2_ft.training.callbacks.data_sheet import MAX_SHEET_SAMPLES
+from sapiens2_ft.training.callbacks.diagnostics import write_diagnostics
+
+
+def median_seconds(work, repeats: int) -> float:
+    work()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def sheet_seconds(task: str, datamodule, out: Path, repeats: int) -> float:
+    datamodule.setup("fit")
+    batch = next(iter(datamodule.train_dataloader()))
+    items = split_batch(batch, MAX_SHEET_SAMPLES)
+    labels = sheet_labels(datamodule)
+    return median_seconds(lambda: write_sheet(data_sheet(task, items, labels), out / f"{task}.png"), repeats)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--input", type=int, nargs=2, default=[256, 192], help="network input (H, W)")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    size = tuple(args.input)
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        root, out = Path(tmp) / "data", Path(tmp) / "out"
+        out.mkdir()
+        generate_dataset(root, 40, seed=0, progress=False)
+        common = dict(root=str(root), input_size=size, batch_size=MAX_SHEET_SAMPLES, num_workers=0)
+        rows = [("data sheet, pose (16 samples + flipped copies)", sheet_seconds("pose", PoseDataModule(**common),
+                                                                                 out, args.repeats)),
+                ("data sheet, seg (16 samples)", sheet_seconds("seg", DenseDataModule("seg", **common), out,
+                                                               args.repeats))]
+
+        names = load_metainfo("coco17").keypoint_names
+        oks, pck = rng.random(len(names)), rng.random(len(names))
+        classes = list(SAPIENS2_PART_CLASSES)
+        confusion = rng.integers(0, 10_000, (len(classes), len(classes)))
+        counts = rng.integers(0, 10_000, 180)
+
+        def pose():
+            write_diagnostics(out / "pose", Diagnostics(images={"keypoints": keypoint_bar_chart(names, oks, pck, "x")}))
+
+        def seg():
+            write_diagnostics(out / "seg", Diagnostics(images={"confusion": confusion_image(confusion, classes, "x")}))
+
+        def normal():
+            write_diagnostics(out / "normal", error_histogram("angle_error", Bins(180.0, 180), counts, "deg", "x"))
+
+        rows += [("diagnostics, pose (17 keypoints chart)", median_seconds(pose, args.repeats)),
+                 ("diagnostics, seg (29-class confusion)", median_seconds(seg, args.repeats)),
+                 ("diagnostics, normal (180-bin histogram)", median_seconds(normal, args.repeats))]
+    print(f"input {size[0]}x{size[1]}, median of {args.repeats} after a warm-up:")
+    for name, seconds in rows:
+        print(f"  {name:<48} {seconds:6.2f} s")
+
+
+if __name__ == "__main__":
+    main()
