@@ -4,7 +4,9 @@ batched across images, and with image decoding in background threads.
 A randomly initialised pose model of preset ``--size`` at ``--input`` (no download), on synthetic images rendered
 once into ``--data`` (people boxed by their ground truth, so the detector is not timed). The settings run in turn
 ``--rounds`` times (so slow changes in machine load hit all of them), each a full pass over the images after one
-warm-up pass; reported: the median people/s of each and its ratio to batch 1.
+warm-up pass; reported: the median people/s of each and its ratio to batch 1. Then the model's forward pass alone
+(random crops, no flip test, no decode or files) at batch 1 and at ``--batch``: how much of the loop's gain the
+model itself gives on this device; the rest is per-call work (crops, decode, Python) that batching spreads out.
 
   Target: batching gives at least 2x the people/s of batch 1.
 
@@ -80,6 +82,26 @@ def main() -> None:
     for name, values in rates.items():
         rate = statistics.median(values)
         print(f"  {name:<32} {rate:8.1f} people/s   x{rate / base:.2f}")
+    forward = {batch: forward_rate(module.model, batch, args.input, args.device, args.rounds) for batch in (1, args.batch)}
+    print(f"  model forward alone: batch 1 {forward[1]:.1f} crops/s, "
+          f"batch {args.batch} {forward[args.batch]:.1f} crops/s   x{forward[args.batch] / forward[1]:.2f}")
+
+
+@torch.no_grad()
+def forward_rate(model, batch: int, input_size, device: str, rounds: int, seconds: float = 2.0) -> float:
+    """Crops/s of ``model`` on random crops of ``batch``: the median of ``rounds`` windows of ``seconds``."""
+    crops = torch.randn(batch, 3, *input_size, device=device)
+    model(crops)  # warm-up
+    rates = []
+    for _ in range(rounds):
+        start, calls = time.perf_counter(), 0
+        while time.perf_counter() - start < seconds:
+            model(crops)
+            calls += 1
+        if torch.device(device).type == "cuda":
+            torch.cuda.synchronize()
+        rates.append(calls * batch / (time.perf_counter() - start))
+    return statistics.median(rates)
 
 
 if __name__ == "__main__":
