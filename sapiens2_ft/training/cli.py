@@ -237,7 +237,22 @@ class Sapiens2CLI(LightningCLI):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """Parse, fit, validate the final weights, write the summary; returns the summary."""
+    """Parse, fit, validate the final weights, write the summary; returns the summary.
+
+    The run directory reaches the ranks Lightning launches through ``RUN_DIR_ENV``; it is put back as it was
+    when the run ends, so that a later run in this process (``sapiens2_ft.train`` twice) starts a run of its own.
+    """
+    inherited = os.environ.get(RUN_DIR_ENV)
+    try:
+        return _main(argv)
+    finally:
+        if inherited is None:
+            os.environ.pop(RUN_DIR_ENV, None)
+        else:
+            os.environ[RUN_DIR_ENV] = inherited
+
+
+def _main(argv: list[str] | None) -> dict:
     argv = sys.argv[1:] if argv is None else argv
     if "--list-configs" in argv:
         print(format_config_list())

@@ -39,8 +39,17 @@ def default_run_dir(config_name: str) -> Path:
     """
     if os.environ.get(RUN_DIR_ENV):
         return Path(os.environ[RUN_DIR_ENV])
-    run_dir = job_run_dir(config_name) or Path("runs") / config_name / time.strftime("%Y%m%d-%H%M%S")
+    run_dir = job_run_dir(config_name) or fresh_stamp_dir(Path("runs") / config_name)
     os.environ[RUN_DIR_ENV] = str(run_dir)
+    return run_dir
+
+
+def fresh_stamp_dir(parent: Path) -> Path:
+    """``parent/<date-time>``, with ``-2``, ``-3``, ... when a run of the same second is already there."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir, n = parent / stamp, 2
+    while run_dir.exists():
+        run_dir, n = parent / f"{stamp}-{n}", n + 1
     return run_dir
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import cv2
@@ -58,6 +59,24 @@ def test_train_load_predict_pose_as_the_command_does(api_pose_run, tiny_coco, tm
     again = predictor.predict(arrays, boxes=boxes)
     assert again[0]["name"] is None
     np.testing.assert_allclose(again[1]["people"][0]["points"], results[1]["people"][0]["points"])
+
+
+@pytest.mark.slow  # two training runs
+def test_two_runs_in_one_process_get_their_own_run_directories(tiny_coco, tiny_pose308_dir, tmp_path, monkeypatch):
+    """The run directory handed to launched ranks (an environment variable) does not outlive its run: a second
+    ``train`` in the same process, in the same second, starts a new run instead of refusing the first's folder."""
+    from sapiens2_ft.training.run_dir import RUN_DIR_ENV
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(RUN_DIR_ENV, raising=False)
+    args = dict(model__pretrained=str(tiny_pose308_dir), data__root=str(tiny_coco), data__input_size=[256, 192],
+                data__batch_size=2, data__num_workers=0, trainer__max_steps=1, trainer__accelerator="cpu",
+                trainer__devices=1, trainer__enable_progress_bar=False, tracking__logger="csv", export=False)
+    first = sapiens2_ft.train("pose_coco.yaml", **args)
+    second = sapiens2_ft.train("pose_coco.yaml", **args)
+    assert RUN_DIR_ENV not in os.environ
+    assert first["run_dir"] != second["run_dir"] and Path(first["run_dir"]).parent == Path(second["run_dir"]).parent
+    assert all((Path(s["run_dir"]) / "summary.json").is_file() for s in (first, second))
 
 
 def test_load_a_checkpoint_and_predict_a_dense_task(seg_checkpoint, dense_root, tmp_path):
