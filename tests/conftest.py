@@ -13,6 +13,8 @@ import pytest
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n 2`: each worker (and what it starts) computes on one thread, so
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # two workers share two cores instead of oversubscribing them
 
 COCO17 = ["nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
           "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip", "right_hip",

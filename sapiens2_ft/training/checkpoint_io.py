@@ -75,17 +75,23 @@ def os_error_of(err: BaseException) -> OSError | None:
     return None
 
 
-def save_error_message(path: Path, err: BaseException, size: int) -> str:
-    """``cannot write checkpoint PATH: REASON; the checkpoint is SIZE, FREE free on DIR (HINT); ...``."""
+def free_space(path: Path) -> tuple[Path, int]:
+    """The nearest existing folder above ``path`` and the bytes free on its file system."""
+    existing = Path(path).absolute().parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return existing, shutil.disk_usage(existing).free
+
+
+def save_error_message(path: Path, err: BaseException, size: int, free: tuple[Path, int] | None = None) -> str:
+    """``cannot write checkpoint PATH: REASON; the checkpoint is SIZE, FREE free on DIR (HINT); ...``; ``free``
+    (:func:`free_space`) is measured now unless given."""
     os_error = os_error_of(err)
     if os_error is not None and os_error.errno is not None:
         reason = f"{os.strerror(os_error.errno)} ({errno.errorcode.get(os_error.errno, os_error.errno)})"
     else:
         reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-    existing = Path(path).absolute().parent
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    free = shutil.disk_usage(existing).free
+    existing, free = free or free_space(path)
     hint = HINTS.get(getattr(os_error, "errno", None))
     return (f"cannot write checkpoint {path}: {reason}; the checkpoint is {_size(size)}, {_size(free)} free on "
             f"{existing}" + (f" ({hint})" if hint else "") + "; the previous checkpoint is kept, no partial file "
@@ -170,13 +176,16 @@ def save_together(strategy, path: Path, save: Callable[[], None], size: int) -> 
         report = str(failure) if isinstance(failure, CheckpointSaveError) else save_error_message(path, failure, size)
     # a distributed checkpoint's exception reaches every rank and names the ranks that failed
     ranks = sorted(getattr(failure, "failures", None) or [strategy.global_rank])
+    # the failed rank's free space goes with its report: measured again on every rank, the figures would differ
     reports: list = [None] * strategy.world_size
-    dist.all_gather_object(reports, (report, os_error_of(failure) if failure else None, size, ranks))
+    dist.all_gather_object(reports, (report, os_error_of(failure) if failure else None, size, ranks,
+                                     free_space(path) if failure else None))
     failed = [r for r in reports if r[0] is not None]
     if not failed:
         return
-    report, os_error, _, ranks = failed[0]
-    message = save_error_message(path, os_error, sum(r[2] for r in reports)) if os_error is not None else report
+    report, os_error, _, ranks, free = failed[0]
+    total = sum(r[2] for r in reports)
+    message = save_error_message(path, os_error, total, free) if os_error is not None else report
     raise CheckpointSaveError(f"rank {', '.join(map(str, ranks))}: {message}") from failure
 
 
