@@ -183,3 +183,10 @@ def demo_data(tmp_path_factory) -> Path:
     from datamodules.synthetic import ensure_dataset
 
     return ensure_dataset(tmp_path_factory.mktemp("demo_data") / "synthetic", DEMO_IMAGES, seed=0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``pytest -n N`` the long runs (``slow``, ``distributed``) go first and the short tests fill the gaps,
+    so that no worker is left alone with a long run at the end; a plain ``pytest`` keeps the file order."""
+    if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "numprocesses", None):
+        items.sort(key=lambda item: not (item.get_closest_marker("slow") or item.get_closest_marker("distributed")))

@@ -1,9 +1,11 @@
-"""Two CPU ranks (gloo) save a checkpoint, then save it again while one rank's disk is full.
+"""Two CPU ranks (gloo) save a checkpoint, then save it again while one rank's disk is full; one launch runs
+every layout in turn (the ranks' start-up is most of the cost).
 
-``python tests/save_failure_fit.py --out DIR --strategy {ddp,fsdp2,fsdp2_file} --fail_rank R`` writes
-``DIR/rank{r}.json`` per rank: the error that rank raised on the second save (or null), whether the
-checkpoint on disk is unchanged and the partial / temporary files left beside it. Under ``ddp`` and
-``fsdp2_file`` rank 0 writes one file; under ``fsdp2`` every rank writes its shards.
+``python tests/save_failure_fit.py --out DIR --layouts ddp:0,fsdp2:1,fsdp2_file:0`` (layout:failing rank)
+writes ``DIR/LAYOUT/rank{r}.json`` per rank: the error that rank raised on the second save (or null), whether
+the checkpoint on disk is unchanged and the partial / temporary files left beside it. Under ``ddp`` and
+``fsdp2_file`` rank 0 writes one file; under ``fsdp2`` every rank writes its shards. After rank 0's first
+trainer has started rank 1, later trainers of both ranks use the same process group.
 """
 
 from __future__ import annotations
@@ -56,8 +58,7 @@ def digest(path: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
-    parser.add_argument("--strategy", choices=["ddp", "fsdp2", "fsdp2_file"], required=True)
-    parser.add_argument("--fail_rank", type=int, default=1)
+    parser.add_argument("--layouts", default="ddp:0,fsdp2:1,fsdp2_file:0")
     args = parser.parse_args()
     torch.set_num_threads(1)
     out = Path(args.out)
@@ -65,10 +66,17 @@ def main() -> None:
     if not init.exists():  # the launching process writes it before any rank starts
         torch.manual_seed(0)
         build_task_model("seg", CLASSES, SIZE, size="tiny")[0].save_pretrained(init)
+    for layout in args.layouts.split(","):
+        name, fail_rank = layout.split(":")
+        save_twice(init, out / name, name, int(fail_rank))
+    dist.destroy_process_group()
+
+
+def save_twice(init: Path, out: Path, layout: str, fail_rank: int) -> None:
     module = SegmentationModule(pretrained=str(init), input_size=SIZE, class_names=CLASSES, dice_weight=0.0,
                                 optim={"lr": 1e-3, "warmup_steps": 0, "fused": False})
     strategy = {"ddp": "ddp", "fsdp2": FSDP2Strategy(),
-                "fsdp2_file": FSDP2Strategy(save_distributed_checkpoint=False)}[args.strategy]
+                "fsdp2_file": FSDP2Strategy(save_distributed_checkpoint=False)}[layout]
     trainer = L.Trainer(accelerator="cpu", devices=2, strategy=strategy, max_steps=1, limit_val_batches=0,
                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, plugins=[AtomicCheckpointIO()], use_distributed_sampler=False)
@@ -77,23 +85,27 @@ def main() -> None:
     # disk): the message still has to be the same on every rank.
     real_usage = shutil.disk_usage
     shutil.disk_usage = lambda p: real_usage(p)._replace(free=real_usage(p).free + trainer.global_rank * 2**30)
-    trainer.fit(module, datamodule=FixedBatches())
-    checkpoint = out / "last.ckpt"
-    trainer.save_checkpoint(checkpoint)  # step 1, whole
-    before = digest(checkpoint)
-    if trainer.global_rank == args.fail_rank:
-        fill_disk(trainer)
-    error = None
+    create_stream = dcp_filesystem.FileSystem.create_stream
     try:
-        trainer.save_checkpoint(checkpoint)
-    except CheckpointSaveError as err:
-        error = str(err)
-    dist.barrier()  # every rank reached here: none hangs in the failed save
-    left = sorted(p.name for p in out.iterdir() if p.name.startswith(".") or p.name.endswith((".partial", ".old")))
-    (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(
-        {"error": error, "unchanged": digest(checkpoint) == before, "left": left}))
-    dist.barrier()
-    dist.destroy_process_group()
+        trainer.fit(module, datamodule=FixedBatches())
+        out.mkdir(parents=True, exist_ok=True)
+        checkpoint = out / "last.ckpt"
+        trainer.save_checkpoint(checkpoint)  # step 1, whole
+        before = digest(checkpoint)
+        if trainer.global_rank == fail_rank:
+            fill_disk(trainer)
+        error = None
+        try:
+            trainer.save_checkpoint(checkpoint)
+        except CheckpointSaveError as err:
+            error = str(err)
+        dist.barrier()  # every rank reached here: none hangs in the failed save
+        left = sorted(p.name for p in out.iterdir() if p.name.startswith(".") or p.name.endswith((".partial", ".old")))
+        (out / f"rank{trainer.global_rank}.json").write_text(json.dumps(
+            {"error": error, "unchanged": digest(checkpoint) == before, "left": left}))
+        dist.barrier()
+    finally:
+        shutil.disk_usage, dcp_filesystem.FileSystem.create_stream = real_usage, create_stream
 
 
 if __name__ == "__main__":
