@@ -202,7 +202,7 @@ class Sapiens2CLI(LightningCLI):
             LearningRateMonitor(logging_interval="step"),
             RunArtifacts(self.run_dir),
             ImagePanels(self.run_dir, tracking.num_panel_images),
-            DataSheet(self.run_dir),
+            DataSheet(self.run_dir, tracking.data_sheet_samples),
             ValidationDiagnostics(self.run_dir),
             Throughput(),
             NonFiniteGuard(cli_value(self, self.config_init, "non_finite")),

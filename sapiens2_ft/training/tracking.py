@@ -39,6 +39,8 @@ class TrackingConfig:
         entity: wandb team or user (default: your default entity).
         tags: wandb tags.
         num_panel_images: Samples drawn in each image panel per validation (0 = no panels).
+        data_sheet_samples: Samples of the first training batch drawn in ``data_check.png`` (at most 16; 0 = no
+            sheet).
     """
 
     logger: Literal["wandb", "tensorboard", "csv"] = "wandb"
@@ -47,6 +49,7 @@ class TrackingConfig:
     entity: str | None = None
     tags: list[str] = field(default_factory=list)
     num_panel_images: int = 4
+    data_sheet_samples: int = 16
 
 
 class RunCSVLogger(CSVLogger):

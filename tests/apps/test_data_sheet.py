@@ -216,3 +216,18 @@ def test_a_short_training_run_writes_the_sheet_of_its_first_batch(tiny_coco, tin
     assert "train/data_check/filenames" in history  # the dashboard's image panel
     (logged,) = (wandb_run / "files" / "media" / "images" / "train").glob("data_check_*.png")
     assert np.array_equal(cv2.imread(str(logged)), sheet)
+
+
+@pytest.mark.slow  # a training run
+def test_a_run_with_no_data_sheet_draws_none(tiny_coco, tiny_pose308_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    train_main(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 1, "--tracking.data_sheet_samples", "0"))
+    assert (run_dir / "summary.json").is_file() and not (run_dir / SHEET_FILE).exists()
+    (wandb_run,) = (run_dir / "wandb").glob("offline-run-*")
+    _, history = logged_keys(next(wandb_run.glob("run-*.wandb")))
+    assert not any(key.startswith("train/data_check") for key in history)
+
+
+def test_a_negative_sample_count_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="tracking.data_sheet_samples must be 0"):
+        DataSheet(tmp_path, -1)

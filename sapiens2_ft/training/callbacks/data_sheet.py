@@ -17,12 +17,15 @@ MAX_SHEET_SAMPLES = 16
 class DataSheet(L.Callback):
     """Draws up to ``count`` samples of the first batch the run trains on, with their targets (rank 0, once,
     no collectives): ``<run_dir>/data_check.png``, wandb ``train/data_check``, TensorBoard the same. A resumed
-    run keeps the sheet of its start. Tasks without a sheet (``TaskSpec.draw_sample`` unset) draw nothing."""
+    run keeps the sheet of its start. Tasks without a sheet (``TaskSpec.draw_sample`` unset), and ``count`` 0,
+    draw nothing."""
 
     def __init__(self, run_dir: str | Path, count: int = MAX_SHEET_SAMPLES):
+        if count < 0:
+            raise ValueError(f"tracking.data_sheet_samples must be 0 (no sheet) or more, got {count}")
         self.path = Path(run_dir) / SHEET_FILE
         self.count = min(count, MAX_SHEET_SAMPLES)
-        self.done = False
+        self.done = self.count == 0
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
         if self.done:
