@@ -92,6 +92,17 @@ def test_default_run_dir_is_shared_by_ranks(monkeypatch):
     assert default_run_dir("pose_demo") == Path("runs/pose_demo/job42")  # a launched child inherits it
 
 
+def test_a_default_run_directory_of_the_same_second_gets_a_suffix(tmp_path, monkeypatch):
+    from sapiens2_ft.training import run_dir
+
+    monkeypatch.setattr(run_dir.time, "strftime", lambda fmt: "20261201-120000")
+    assert run_dir.fresh_stamp_dir(tmp_path) == tmp_path / "20261201-120000"
+    (tmp_path / "20261201-120000").mkdir()
+    assert run_dir.fresh_stamp_dir(tmp_path) == tmp_path / "20261201-120000-2"
+    (tmp_path / "20261201-120000-2").mkdir()
+    assert run_dir.fresh_stamp_dir(tmp_path) == tmp_path / "20261201-120000-3"
+
+
 def test_runs_are_named_after_the_recipe_and_the_task_read_from_any_config_form(tmp_path):
     from sapiens2_ft.training.cli import task_of
     from sapiens2_ft.training.run_dir import run_name
