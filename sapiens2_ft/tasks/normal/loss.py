@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from sapiens2_ft.tasks.dense_maps import as_mask, finite_differences, masked_mean
+from sapiens2_ft.tasks.dense_maps import as_mask, finite_differences, masked_mean, unit_vectors
 
 
 def normal_loss(
@@ -31,7 +30,7 @@ def normal_loss(
     pred, target = pred.float(), target.float()
     m = as_mask(mask, pred)
     target = torch.where(m > 0, target, 0.0)  # invalid pixels may hold NaN/garbage
-    cosine = (F.normalize(pred, dim=1, eps=1e-6) * F.normalize(target, dim=1, eps=1e-6)).sum(1, keepdim=True)
+    cosine = (unit_vectors(pred, dim=1, eps=1e-6) * unit_vectors(target, dim=1, eps=1e-6)).sum(1, keepdim=True)
     cos = masked_mean(1.0 - cosine, m)
     l1 = masked_mean((pred - target).abs().sum(1, keepdim=True), m)
     grad = pred.new_zeros(())

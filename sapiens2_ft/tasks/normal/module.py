@@ -12,10 +12,9 @@ from typing import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from sapiens2_ft.tasks.base import TaskModule
-from sapiens2_ft.tasks.dense_maps import resize_to
+from sapiens2_ft.tasks.dense_maps import resize_to, unit_vectors
 from sapiens2_ft.tasks.normal.loss import normal_loss
 from sapiens2_ft.tasks.normal.metric import NormalMetrics
 from sapiens2_ft.tasks.visualize import image_rgb, normal_rgb, side_by_side, to_png
@@ -50,7 +49,7 @@ class NormalModule(TaskModule):
         self.val_metrics.update(outputs["normals"].float(), batch["normals"], batch["mask"])
 
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
-        unit = F.normalize(outputs["normals"][i].float(), dim=0)
+        unit = unit_vectors(outputs["normals"][i].float(), dim=0)
         picture = to_png(unit, -1.0, 1.0)
         if "mask" in batch:  # the figure only (ground truth in validation, --mask_model in predict)
             picture[~batch["mask"][i].reshape(picture.shape[:2]).cpu().numpy().astype(bool)] = 0
@@ -59,5 +58,5 @@ class NormalModule(TaskModule):
     def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
         mask = batch["mask"][i].squeeze(0).numpy()  # the figure: background pixels have no normal to show
         truth = normal_rgb(batch["normals"][i].permute(1, 2, 0).numpy(), mask)
-        predicted = normal_rgb(F.normalize(outputs["normals"][i].float(), dim=0).permute(1, 2, 0).numpy(), mask)
+        predicted = normal_rgb(unit_vectors(outputs["normals"][i].float(), dim=0).permute(1, 2, 0).numpy(), mask)
         return "normals", side_by_side([image_rgb(batch, i), truth, predicted], ["image", "ground truth", "prediction"])

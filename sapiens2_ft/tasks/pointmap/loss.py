@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from sapiens2_ft.tasks.dense_maps import as_mask
+from sapiens2_ft.tasks.dense_maps import as_mask, vector_length
 
 TERM_CLAMP = 4.0  # on weight x term, for CLAMPED_TERMS
 CLAMPED_TERMS = ("l1", "multiscale_l1", "shift_invariant_l1")
@@ -112,9 +112,8 @@ def pointmap_normals(points: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Te
     # the cross product written out: equal differences (both neighbours outside the mask) give exactly 0,
     # where torch.cross's fused multiply-adds can leave a rounding residue above NORMAL_EPS
     normal = torch.stack([ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx], dim=1)
-    length = normal.norm(dim=1, keepdim=True)
-    exists = (length > NORMAL_EPS) & (mask > 0)
-    return normal / length.clamp_min(NORMAL_EPS) * exists, exists
+    exists = (vector_length(normal) > NORMAL_EPS) & (mask > 0)
+    return normal / vector_length(normal, eps=NORMAL_EPS) * exists, exists
 
 
 def normal_consistency(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor,

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics import Metric
 
-from sapiens2_ft.tasks.dense_maps import angular_error_deg, flatten_mask
+from sapiens2_ft.tasks.dense_maps import angular_error_deg, flatten_mask, unit_vectors, vector_length
 from sapiens2_ft.tasks.diagnostics import Bins, Diagnostics, error_histogram
 
 THRESHOLDS_M = (0.05, 0.10, 0.20)
@@ -22,7 +21,7 @@ def forward_normals(points: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     origin = points[..., :-1, :-1]
     normal = torch.cross(points[..., :-1, 1:] - origin, points[..., 1:, :-1] - origin, dim=1)
     valid = mask[..., :-1, :-1] * mask[..., :-1, 1:] * mask[..., 1:, :-1]
-    return F.normalize(normal, dim=1, eps=1e-12), valid
+    return unit_vectors(normal, dim=1, eps=1e-12), valid
 
 
 class PointmapMetrics(Metric):
@@ -57,7 +56,7 @@ class PointmapMetrics(Metric):
             )
         valid = flatten_mask(mask, pred)
         diff = (pred.double() - target.double()).permute(0, 2, 3, 1)[valid].to(self.device)  # (N, 3)
-        l2 = diff.norm(dim=1)
+        l2 = vector_length(diff, dim=1)[:, 0]
         self.count += l2.numel()
         self.sum_l2 += l2.sum()
         self.sum_sq_l2 += l2.pow(2).sum()
@@ -68,7 +67,7 @@ class PointmapMetrics(Metric):
             m = valid.unsqueeze(1).double()
             n_pred, _ = forward_normals(pred.double(), m)
             n_tgt, ok = forward_normals(torch.where(valid.unsqueeze(1), target.double(), 0.0), m)
-            ok = (ok[:, 0] > 0) & (n_tgt.norm(dim=1) > 0.5)
+            ok = (ok[:, 0] > 0) & (vector_length(n_tgt)[:, 0] > 0.5)
             angle = angular_error_deg(n_pred, n_tgt)[ok].to(self.device)
             self.normal_count += angle.numel()
             self.sum_normal_angle += angle.sum()
