@@ -308,6 +308,7 @@ def _main(argv: list[str] | None) -> dict:
     guard = next(c for c in trainer.callbacks if isinstance(c, NonFiniteGuard))
     summary = artifacts.write_summary(trainer, model, data, wall_time_s=time.time() - started, extra={
         "git_commit": commit, "non_finite_skipped_steps": guard.skipped, "non_finite_events": guard.events})
+    leave_process_group(trainer)
     if trainer.is_global_zero:
         close_dashboards(trainer)
         finish_run(cli.run_dir, summary, model.monitor[0], export=cli.config.export)
@@ -327,6 +328,16 @@ def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool) -> None
     if summary.get("export"):
         print(f"model for transformers / predict: {summary['export']}")
     print("final metrics: " + "  ".join(f"{k}={v:.4f}" for k, v in summary["metrics"].items()))
+
+
+def leave_process_group(trainer) -> None:
+    """After a finished fit every rank meets the others once more and takes the process group down, before rank
+    0's closing work (results page, export: minutes for a 5B model, longer than a collective may wait). Seen here
+    under torchrun: a finished run failed when rank 1 aborted at exit ("terminate called without an active
+    exception") with its gloo group still up while rank 0 wrote the results."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        trainer.strategy.barrier("sapiens2_ft.run_end")
+        torch.distributed.destroy_process_group()
 
 
 def close_dashboards(trainer, exit_code: int = 0) -> None:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
 from pathlib import Path
 
 import pytest
+import torch.distributed as dist
 import yaml
+from conftest import pose_run_args
 from pycocotools.coco import COCO
 
 from sapiens2_ft.training.cli import CONFIG_DIR, main, resolve_config_args
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_bare_config_name_resolves_to_configs_dir():
@@ -27,15 +26,14 @@ def test_unknown_config_lists_known_ones():
         resolve_config_args(["--config", "no_such_recipe.yaml"])
 
 
-def test_print_config_merges_configs_and_overrides(tmp_path):
+def test_print_config_merges_configs_and_overrides(tmp_path, capsys):
     extra = tmp_path / "extra.yaml"
     extra.write_text("data:\n  batch_size: 3\n")
-    out = subprocess.run(
-        [sys.executable, "train.py", "--config", "pose_coco.yaml", "--config", str(extra),
-         "--trainer.max_steps", "10", "--model.optim.lr", "0.01", "--print_config"],
-        cwd=REPO, capture_output=True, text=True, check=True,
-    ).stdout
-    config = yaml.safe_load(out)
+    with pytest.raises(SystemExit) as exited:
+        main(["--config", "pose_coco.yaml", "--config", str(extra), "--trainer.max_steps", "10",
+              "--model.optim.lr", "0.01", "--print_config"])
+    assert exited.value.code in (0, None)
+    config = yaml.safe_load(capsys.readouterr().out)
     assert config["data"]["batch_size"] == 3  # second config merged over the first
     assert config["trainer"]["max_steps"] == 10  # command-line override
     assert config["model"]["optim"]["lr"] == 0.01
@@ -153,3 +151,17 @@ def test_precision_default_follows_the_accelerator(monkeypatch):
     assert default_precision("cpu") == "32-true"  # the demos on a GPU machine still train on the CPU in fp32
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     assert default_precision("auto") == "32-true"
+
+
+def test_a_finished_ddp_run_takes_its_process_group_down(tiny_coco, tiny_pose308_dir, tmp_path):
+    """The ranks leave together at the end (``cli.leave_process_group``): the gloo group of a one-rank DDP run is
+    gone when ``main`` returns, and the next run in the process sets up its own."""
+    environment = dict(os.environ)  # Lightning's DDP setup exports MASTER_PORT, ...: later tests launch ranks
+    try:
+        for name in ("first", "second"):
+            summary = main(pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / name, 2, "--trainer.strategy", "ddp",
+                                         "--tracking.logger", "csv", "--export", "false"))
+            assert summary["global_step"] == 2 and not dist.is_initialized()
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
