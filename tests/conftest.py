@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 from pathlib import Path
@@ -15,6 +16,25 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n 2`: each worker (and what it starts) computes on one thread, so
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # two workers share two cores instead of oversubscribing them
+
+
+def keep_freed_memory() -> None:
+    """glibc returns the big blocks torch frees on every CPU training step to the kernel, then page-faults them back
+    on the next step; kept in the heap they are reused. Measured on a 20-step seg loop of the demo model: system
+    time 3.4 -> 0.8 s, minor faults 1.3 M -> 0.2 M, steps 10-20% faster, peak memory +10%. The variables reach the
+    processes the suite starts (xdist workers, ranks, train.py runs); ``mallopt`` sets this process."""
+    limits = {"MALLOC_MMAP_THRESHOLD_": (-3, 1 << 30), "MALLOC_TRIM_THRESHOLD_": (-1, (1 << 31) - 1)}
+    for name, (option, value) in limits.items():
+        os.environ.setdefault(name, str(value))
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc (macOS): nothing to tune
+        return
+    for option, value in limits.values():
+        libc.mallopt(option, value)
+
+
+keep_freed_memory()
 
 COCO17 = ["nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
           "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip", "right_hip",

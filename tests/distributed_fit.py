@@ -6,7 +6,7 @@ global batches (sequential sampling; with N ranks, rank r takes samples r, r + N
 ``python tests/distributed_fit.py --out RUNS/NAME --devices N --strategy {single,ddp,fsdp2} --steps K
 [--stop_after J] [--resume CKPT] [--checkpointing EVERY] [--lora RANK] [--freeze MODE] [--compile BACKEND]`` writes ``RUNS/NAME/result.json``: the
 global-batch mean loss of every step (averaged over ranks), and per rank the number of parameter
-elements it holds locally and in total.
+elements it holds locally and in total. One-process runs can call ``main(argv)`` in a fork (tests/forked.py).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def local_elements(module: torch.nn.Module) -> tuple[int, int]:
     return held, total
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--devices", type=int, default=1)
@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--lora", type=int, default=0, help="LoRA rank (0: full fine-tuning)")
     parser.add_argument("--freeze", default="none")
     parser.add_argument("--compile", default=None, help="torch.compile backend of the blocks (default: eager)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // args.devices))  # ranks share the cores
     L.seed_everything(0, verbose=False)  # the same LoRA adapters in every run (drawn from the run's seed)
 

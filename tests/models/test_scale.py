@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
+import distributed_fit
+import forked
 
 from sapiens2_ft.models.sharding import apply_activation_checkpointing, transformer_blocks
 from sapiens2_ft.tasks.registry import build_task_model
@@ -35,9 +37,13 @@ def run_job(cmd: list[str], cwd: Path, env: dict, timeout: int = 600) -> subproc
 
 
 def _fit(runs: Path, name: str, *args: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, str(REPO / "tests" / "distributed_fit.py"), "--out", str(runs / name), *args]
-    done = run_job(cmd, runs, env)
+    """tests/distributed_fit.py: a one-process run in a fork (tests/forked.py), ranks launched by Lightning."""
+    argv = ["--out", str(runs / name), *args]
+    if args[args.index("--devices") + 1] == "1":
+        done = forked.Forked(distributed_fit.main, (argv,), runs / f"{name}_logs", cwd=runs).wait(timeout=600)
+    else:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        done = run_job([sys.executable, str(REPO / "tests" / "distributed_fit.py"), *argv], runs, env)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((runs / name / "result.json").read_text())
 

@@ -9,17 +9,16 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 from conftest import pose_run_args
+import forked
 
 from sapiens2_ft.training.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
 STEPS = 10  # 4 batches an epoch, a checkpoint every 2 steps
 
 
@@ -35,13 +34,12 @@ def uninterrupted(tiny_coco, tiny_pose308_dir, tmp_path_factory) -> dict:
 
 
 def killed_run(args: list[str], fault: str, step: int, tmp_path) -> subprocess.CompletedProcess:
-    """train.py in a child process with a fault callback from tests/faults.py."""
+    """The training in a process of its own (tests/forked.py) with a fault callback from tests/faults.py."""
     config = tmp_path / "fault.yaml"
     config.write_text(yaml.safe_dump({"trainer": {"callbacks": [
         {"class_path": f"faults.{fault}", "init_args": {"step": step}}]}}))
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", "SAPIENS2_FT_ALLOW_CLASSES": "faults."}
-    return subprocess.run([sys.executable, "train.py", *args, "--config", str(config)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "SAPIENS2_FT_ALLOW_CLASSES": "faults."}
+    return forked.train([*args, "--config", str(config)], tmp_path / "logs", env).wait(timeout=300)
 
 
 def assert_same_state(expected: dict, got: dict) -> None:

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from forked import start_ranks
 
 from sapiens2_ft.training.callbacks.non_finite import NonFiniteConfig, NonFiniteGuard, _culprit_ids
 
@@ -50,6 +51,6 @@ def test_reported_samples_come_from_the_rank_with_the_non_finite_loss():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     results = mp.Manager().dict()
-    mp.spawn(_gather, args=(port, results), nprocs=2)
+    start_ranks(_gather, (port, results), nprocs=2)
     for rank in (0, 1):
         assert results[rank] == (["rank1.jpg"], ["rank0.jpg", "rank1.jpg"])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,11 +14,11 @@ import pytest
 import torch
 import yaml
 from conftest import pose_run_args
+import forked
 
 from sapiens2_ft.training.callbacks.preemption import PreemptionConfig, parse_signals, slurm_job_id
 from sapiens2_ft.training.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
 STEPS = 8  # 4 batches an epoch, a validation (and last.ckpt) every 2 steps
 
 
@@ -50,7 +49,7 @@ def uninterrupted(tiny_coco, tiny_pose308_dir, tmp_path_factory) -> dict:
 
 
 def preempted_run(args: list[str], signum: int, step: int, tmp_path: Path) -> tuple[subprocess.CompletedProcess, str]:
-    """train.py in a child process under a fake SLURM job, sent ``signum`` once it reaches optimiser ``step``;
+    """The training in a process of its own under a fake SLURM job, sent ``signum`` once it reaches optimiser ``step``;
     returns the finished process and what the stub ``scontrol`` was called with."""
     marker = tmp_path / "at_step"
     config = tmp_path / "pause.yaml"
@@ -61,23 +60,20 @@ def preempted_run(args: list[str], signum: int, step: int, tmp_path: Path) -> tu
     calls = tmp_path / "scontrol_calls"
     (bin_dir / "scontrol").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     (bin_dir / "scontrol").chmod(0o755)
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", "SAPIENS2_FT_ALLOW_CLASSES": "faults.",
-           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "SLURM_JOB_ID": "4242"}
-    proc = subprocess.Popen([sys.executable, "train.py", *args, "--config", str(config)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "SAPIENS2_FT_ALLOW_CLASSES": "faults.", "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "SLURM_JOB_ID": "4242"}
+    run = forked.train([*args, "--config", str(config)], tmp_path / "logs", env)  # a process of its own (tests/forked.py)
     try:
         deadline = time.time() + 300
-        while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        while not marker.exists() and run.poll() is None and time.time() < deadline:
             time.sleep(0.2)
-        if proc.poll() is None and marker.exists():
-            os.kill(proc.pid, signum)  # from outside, as SLURM or a scheduler sends it
+        if run.poll() is None and marker.exists():
+            os.kill(run.pid, signum)  # from outside, as SLURM or a scheduler sends it
             Path(str(marker) + ".go").write_text("")
-        out, err = proc.communicate(timeout=300)
+        done = run.wait(timeout=300)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), (
-        calls.read_text() if calls.exists() else "")
+        run.kill()
+    return done, calls.read_text() if calls.exists() else ""
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from forked import start_ranks
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
@@ -311,9 +312,7 @@ def test_distributed_gather_matches_single_process(coco_file, tmp_path):
         _update(metric, preds)
         expected[use_nms] = _as_array(metric.compute())
 
-    torch.multiprocessing.spawn(
-        _ddp_worker, args=(2, _free_port(), str(ann_file), preds, str(tmp_path)), nprocs=2, join=True
-    )
+    start_ranks(_ddp_worker, (2, _free_port(), str(ann_file), preds, str(tmp_path)), nprocs=2)
     for rank in range(2):
         out = json.loads((tmp_path / f"rank{rank}.json").read_text())
         for use_nms in (True, False):

@@ -1,0 +1,94 @@
+"""Processes of their own without a fresh interpreter's imports: forks of multiprocessing's fork server, which has
+imported the framework once (a new ``python train.py`` spends about 10 s of CPU importing lightning first).
+
+For the runs that must die on their own (SIGKILL, preemption signals) and for gloo ranks. The server starts clean
+(no torch threads yet), so forking it is safe where forking the test process would not be.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+import pytest
+import torch.multiprocessing as torch_mp
+
+REPO = Path(__file__).resolve().parents[1]
+CONTEXT = multiprocessing.get_context("forkserver")
+CONTEXT.set_forkserver_preload(["sapiens2_ft.training.cli", "faults"])
+
+
+def _child(target, args: tuple, env: dict, cwd: str, out: str, err: str) -> None:
+    """In the fork: the given environment and folder, stdout / stderr to files, ``target(*args)``, its exit status."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    for fd, path in ((1, out), (2, err)):
+        file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(file, fd)
+        os.close(file)
+    code = 0
+    try:
+        target(*args)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (exit_.code is not None)
+        if isinstance(exit_.code, str):
+            print(exit_.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
+class Forked:
+    """``target(*args)`` in a forked process (``target`` importable by name); a small ``subprocess.Popen``
+    look-alike. ``env`` replaces the environment, as ``subprocess``'s does (default: this one's)."""
+
+    def __init__(self, target, args: tuple, logs: Path, env: dict | None = None, cwd: Path = REPO):
+        self.args, self.out, self.err = args, logs / "stdout.txt", logs / "stderr.txt"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.process = CONTEXT.Process(target=_child, args=(target, args, dict(os.environ if env is None else env),
+                                                            str(cwd), str(self.out), str(self.err)))
+        self.process.start()
+        self.pid = self.process.pid
+
+    def poll(self) -> int | None:
+        """The exit status (negative: the signal that ended it), or None while it runs."""
+        return None if self.process.is_alive() else self.process.exitcode
+
+    def wait(self, timeout: float = 300) -> subprocess.CompletedProcess:
+        """Waits for the end (killed and failed after ``timeout`` s); the status and both outputs."""
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.kill()
+            pytest.fail(f"still running after {timeout} s: {self.args}\n{self.err.read_text()[-3000:]}")
+        return subprocess.CompletedProcess(self.args, self.process.exitcode, self.out.read_text(),
+                                           self.err.read_text())
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+
+def _train(args: list[str]) -> None:
+    from sapiens2_ft.training.cli import main
+
+    main(args)
+
+
+def train(args: list[str], logs: Path, env: dict | None = None) -> Forked:
+    """``python train.py ARGS`` (``sapiens2_ft.training.cli.main``) in a forked process."""
+    return Forked(_train, (list(args),), logs, env)
+
+
+def start_ranks(fn, args: tuple, nprocs: int) -> None:
+    """``torch.multiprocessing.spawn`` of ``fn(rank, *args)`` on ``nprocs`` ranks, forked from the server."""
+    torch_mp.start_processes(fn, args=args, nprocs=nprocs, join=True, start_method="forkserver")
