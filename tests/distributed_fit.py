@@ -6,7 +6,8 @@ global batches (sequential sampling; with N ranks, rank r takes samples r, r + N
 ``python tests/distributed_fit.py --out RUNS/NAME --devices N --strategy {single,ddp,fsdp2} --steps K
 [--stop_after J] [--resume CKPT] [--checkpointing EVERY] [--lora RANK] [--freeze MODE] [--compile BACKEND]`` writes ``RUNS/NAME/result.json``: the
 global-batch mean loss of every step (averaged over ranks), and per rank the number of parameter
-elements it holds locally and in total. One-process runs can call ``main(argv)`` in a fork (tests/forked.py).
+elements it holds locally and in total. The tests call ``main(argv)`` (one process) and ``rank_main`` (each rank)
+in forks of tests/forked.py; run as a script, Lightning launches the other ranks.
 """
 
 from __future__ import annotations
@@ -79,6 +80,28 @@ def local_elements(module: torch.nn.Module) -> tuple[int, int]:
     return held, total
 
 
+def write_init(init: Path) -> Path:
+    """The initial weights every run starts from (written once)."""
+    if not init.exists():
+        torch.manual_seed(0)
+        model, _ = build_task_model("seg", CLASSES, SIZE, size="tiny")
+        model.save_pretrained(init)
+    return init
+
+
+def rank_main(rank: int, world: int, port: int, argv: list[str]) -> None:
+    """Rank ``rank`` of ``world`` started from outside (tests/forked.py), as torchrun starts them: the environment
+    tells Lightning its rank, so it launches no processes; output to ``OUT/rank{rank}.log``."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
+                      LOCAL_RANK=str(rank), NODE_RANK="0")
+    out = Path(argv[argv.index("--out") + 1])
+    out.mkdir(parents=True, exist_ok=True)
+    log = os.open(out / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    main(argv)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
@@ -95,11 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // args.devices))  # ranks share the cores
     L.seed_everything(0, verbose=False)  # the same LoRA adapters in every run (drawn from the run's seed)
 
-    init = Path(args.out).parent / "init"
-    if not init.exists():  # the launching process writes it before any rank starts
-        torch.manual_seed(0)
-        model, _ = build_task_model("seg", CLASSES, SIZE, size="tiny")
-        model.save_pretrained(init)
+    init = write_init(Path(args.out).parent / "init")  # by the launching process, before any rank starts
     # Dice is a batch-level ratio: cross-entropy alone is a per-sample mean, comparable across batch splits.
     module = SegmentationModule(pretrained=str(init), input_size=SIZE, class_names=CLASSES, dice_weight=0.0,
                                 optim={"lr": 1e-3, "warmup_steps": 0, "fused": False},

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import socket
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -89,6 +91,20 @@ def train(args: list[str], logs: Path, env: dict | None = None) -> Forked:
     return Forked(_train, (list(args),), logs, env)
 
 
-def start_ranks(fn, args: tuple, nprocs: int) -> None:
-    """``torch.multiprocessing.spawn`` of ``fn(rank, *args)`` on ``nprocs`` ranks, forked from the server."""
-    torch_mp.start_processes(fn, args=args, nprocs=nprocs, join=True, start_method="forkserver")
+def free_port() -> int:
+    """A TCP port nobody listens on now (for a process group's rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_ranks(fn, args: tuple, nprocs: int, timeout: float = 600) -> None:
+    """``torch.multiprocessing.spawn`` of ``fn(rank, *args)`` on ``nprocs`` ranks, forked from the server; a rank's
+    exception is raised here, and ranks still running after ``timeout`` s are killed and fail the test."""
+    context = torch_mp.start_processes(fn, args=args, nprocs=nprocs, join=False, start_method="forkserver")
+    deadline = time.monotonic() + timeout
+    while not context.join(timeout=max(1.0, deadline - time.monotonic())):
+        if time.monotonic() > deadline:
+            for process in context.processes:
+                process.kill()
+            pytest.fail(f"{fn.__name__}: ranks still running after {timeout} s")

@@ -37,14 +37,16 @@ def run_job(cmd: list[str], cwd: Path, env: dict, timeout: int = 600) -> subproc
 
 
 def _fit(runs: Path, name: str, *args: str) -> dict:
-    """tests/distributed_fit.py: a one-process run in a fork (tests/forked.py), ranks launched by Lightning."""
+    """tests/distributed_fit.py, its process or its ranks forked (tests/forked.py), not started by Lightning."""
     argv = ["--out", str(runs / name), *args]
-    if args[args.index("--devices") + 1] == "1":
+    devices = int(args[args.index("--devices") + 1])
+    with torch.random.fork_rng(devices=[]):  # this process's random state stays as it was
+        distributed_fit.write_init(runs / "init")
+    if devices == 1:
         done = forked.Forked(distributed_fit.main, (argv,), runs / f"{name}_logs", cwd=runs).wait(timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
     else:
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        done = run_job([sys.executable, str(REPO / "tests" / "distributed_fit.py"), *argv], runs, env)
-    assert done.returncode == 0, done.stderr[-3000:]
+        forked.start_ranks(distributed_fit.rank_main, (devices, forked.free_port(), argv), nprocs=devices)
     return json.loads((runs / name / "result.json").read_text())
 
 
