@@ -81,7 +81,8 @@ def local_elements(module: torch.nn.Module) -> tuple[int, int]:
 
 
 def write_init(init: Path) -> Path:
-    """The initial weights every run starts from (written once)."""
+    """The initial weights every run starts from (written once, before any rank starts: by the test, or by rank 0
+    before Lightning launches the others)."""
     if not init.exists():
         torch.manual_seed(0)
         model, _ = build_task_model("seg", CLASSES, SIZE, size="tiny")
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // args.devices))  # ranks share the cores
     L.seed_everything(0, verbose=False)  # the same LoRA adapters in every run (drawn from the run's seed)
 
-    init = write_init(Path(args.out).parent / "init")  # by the launching process, before any rank starts
+    init = write_init(Path(args.out).parent / "init")  # already there for ranks the tests fork
     # Dice is a batch-level ratio: cross-entropy alone is a per-sample mean, comparable across batch splits.
     module = SegmentationModule(pretrained=str(init), input_size=SIZE, class_names=CLASSES, dice_weight=0.0,
                                 optim={"lr": 1e-3, "warmup_steps": 0, "fused": False},
