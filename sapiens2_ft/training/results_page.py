@@ -7,10 +7,9 @@ import math
 import re
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+CELL = (4.5, 3.2)  # inches per panel
+# Fixed margins, inches: matplotlib's tight_layout costs as much as the drawing (about 1 s a page).
+LEFT, RIGHT, BOTTOM, TOP, SUPTITLE = 0.75, 0.2, 0.5, 0.4, 0.4
 
 
 def read_metrics(path: Path) -> dict[str, list[tuple[float, float]]]:
@@ -30,8 +29,12 @@ def read_metrics(path: Path) -> dict[str, list[tuple[float, float]]]:
 
 
 def metric_family(name: str) -> str:
-    """Metrics drawn together: ``AP``/``AP50``/``APM`` -> ``AP``; ``angle_mean``/``angle_rmse`` -> ``angle``."""
-    return name.split("_")[0] if "_" in name else re.sub(r"(\d+|[ML])$", "", name)
+    """Metrics drawn together: ``AP``/``AP50``/``APM`` -> ``AP``; ``angle_mean``/``angle_rmse`` -> ``angle``;
+    ``l1`` stays ``l1`` (a one-letter stem is no family)."""
+    if "_" in name:
+        return name.split("_")[0]
+    stem = re.sub(r"(\d+|[ML])$", "", name)
+    return stem if len(stem) > 1 else name
 
 
 def _panels(series: dict) -> list[tuple[str, list[str]]]:
@@ -65,9 +68,17 @@ def write_results_png(run_dir: str | Path, monitor: str | None = None) -> Path |
     panels = _panels(series)
     if not panels:
         return None
+    from matplotlib.figure import Figure  # not pyplot: no global figure state, no backend switch
+
     cols = min(3, len(panels))
     rows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.2 * rows), squeeze=False)
+    width, height = CELL[0] * cols, CELL[1] * rows + SUPTITLE
+    fig = Figure(figsize=(width, height))
+    axes_w, axes_h = CELL[0] - LEFT - RIGHT, CELL[1] - BOTTOM - TOP
+    fig.subplots_adjust(left=LEFT / width, right=1 - RIGHT / width, bottom=BOTTOM / height,
+                        top=1 - (SUPTITLE + TOP) / height, wspace=(LEFT + RIGHT) / axes_w,
+                        hspace=(BOTTOM + TOP) / axes_h)
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax, (title, keys) in zip(axes.flat, panels):
         for key in keys:
             steps, values = zip(*series[key])
@@ -81,9 +92,7 @@ def write_results_png(run_dir: str | Path, monitor: str | None = None) -> Path |
             ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    fig.suptitle(f"{run_dir.parent.name}/{run_dir.name}")
-    fig.tight_layout()
+    fig.suptitle(f"{run_dir.parent.name}/{run_dir.name}", y=1 - 0.1 / height, va="top")
     out = run_dir / "results.png"
     fig.savefig(out, dpi=90)
-    plt.close(fig)
     return out

@@ -9,7 +9,7 @@ from conftest import pose_run_args
 from wandb_records import logged_keys
 
 from sapiens2_ft.tasks.visualize import CAPTION_HEIGHT, depth_turbo, label_overlay, matte_composite, normal_rgb
-from sapiens2_ft.training.results_page import read_metrics, write_results_png
+from sapiens2_ft.training.results_page import metric_family, read_metrics, write_results_png
 from sapiens2_ft.training.tracking import wandb_mode
 
 
@@ -67,6 +67,13 @@ def test_results_page_keeps_the_latest_value_of_a_step_logged_twice(tmp_path):
     assert series["val/AP"] == [(1, 0.1), (3, 0.3)]
     assert write_results_png(tmp_path, "val/AP") == tmp_path / "results.png"
     assert cv2.imread(str(tmp_path / "results.png")) is not None
+
+
+def test_results_page_groups_a_metric_with_its_variants():
+    families = {name: metric_family(name) for name in
+                ("AP", "AP50", "APM", "APL", "AR75", "angle_mean", "angle_rmse", "within_5cm", "l1", "l2", "mIoU")}
+    assert families == {"AP": "AP", "AP50": "AP", "APM": "AP", "APL": "AP", "AR75": "AR", "angle_mean": "angle",
+                        "angle_rmse": "angle", "within_5cm": "within", "l1": "l1", "l2": "l2", "mIoU": "mIoU"}
 
 
 def test_visualisations_show_what_they_claim():
