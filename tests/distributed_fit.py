@@ -6,8 +6,8 @@ global batches (sequential sampling; with N ranks, rank r takes samples r, r + N
 ``python tests/distributed_fit.py --out RUNS/NAME --devices N --strategy {single,ddp,fsdp2} --steps K
 [--stop_after J] [--resume CKPT] [--checkpointing EVERY] [--lora RANK] [--freeze MODE] [--compile BACKEND]`` writes ``RUNS/NAME/result.json``: the
 global-batch mean loss of every step (averaged over ranks), and per rank the number of parameter
-elements it holds locally and in total. The tests call ``main(argv)`` (one process) and ``rank_main`` (each rank)
-in forks of tests/forked.py; run as a script, Lightning launches the other ranks.
+elements it holds locally and in total. The tests call ``main(argv)`` in forks of tests/forked.py (each rank through
+``forked.as_rank``); run as a script, Lightning launches the other ranks.
 """
 
 from __future__ import annotations
@@ -88,19 +88,6 @@ def write_init(init: Path) -> Path:
         model, _ = build_task_model("seg", CLASSES, SIZE, size="tiny")
         model.save_pretrained(init)
     return init
-
-
-def rank_main(rank: int, world: int, port: int, argv: list[str]) -> None:
-    """Rank ``rank`` of ``world`` started from outside (tests/forked.py), as torchrun starts them: the environment
-    tells Lightning its rank, so it launches no processes; output to ``OUT/rank{rank}.log``."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
-                      LOCAL_RANK=str(rank), NODE_RANK="0")
-    out = Path(argv[argv.index("--out") + 1])
-    out.mkdir(parents=True, exist_ok=True)
-    log = os.open(out / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    main(argv)
 
 
 def main(argv: list[str] | None = None) -> None:

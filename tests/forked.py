@@ -91,6 +91,23 @@ def train(args: list[str], logs: Path, env: dict | None = None) -> Forked:
     return Forked(_train, (list(args),), logs, env)
 
 
+def as_rank(rank: int, world: int, port: int, target, args: tuple, logs: Path) -> None:
+    """``target(*args)`` as rank ``rank`` of ``world``, told so by the environment as torchrun tells its ranks (so
+    Lightning launches no processes); stdout and stderr to ``logs/rank{rank}.log``."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
+                      LOCAL_RANK=str(rank), NODE_RANK="0")
+    logs.mkdir(parents=True, exist_ok=True)
+    log = os.open(logs / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    target(*args)
+
+
+def train_ranks(args: list[str], logs: Path, nprocs: int = 2, timeout: float = 600) -> None:
+    """``torchrun --nproc-per-node NPROCS train.py ARGS`` without torchrun: ``nprocs`` forked ranks."""
+    start_ranks(as_rank, (nprocs, free_port(), _train, (list(args),), logs), nprocs, timeout)
+
+
 def free_port() -> int:
     """A TCP port nobody listens on now (for a process group's rendezvous)."""
     with socket.socket() as s:

@@ -4,8 +4,9 @@ every layout in turn (the ranks' start-up is most of the cost).
 ``python tests/save_failure_fit.py --out DIR --layouts ddp:0,fsdp2:1,fsdp2_file:0`` (layout:failing rank)
 writes ``DIR/LAYOUT/rank{r}.json`` per rank: the error that rank raised on the second save (or null), whether
 the checkpoint on disk is unchanged and the partial / temporary files left beside it. Under ``ddp`` and
-``fsdp2_file`` rank 0 writes one file; under ``fsdp2`` every rank writes its shards. After rank 0's first
-trainer has started rank 1, later trainers of both ranks use the same process group.
+``fsdp2_file`` rank 0 writes one file; under ``fsdp2`` every rank writes its shards. The later trainers of both
+ranks use the first one's process group. The test forks both ranks (tests/forked.py); run as a script, Lightning
+launches rank 1.
 """
 
 from __future__ import annotations
@@ -55,17 +56,23 @@ def digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def main() -> None:
+def write_init(out: Path) -> Path:
+    """The model every layout starts from, ``OUT/init`` (written once, before any rank starts)."""
+    init = out / "init"
+    if not init.exists():
+        torch.manual_seed(0)
+        build_task_model("seg", CLASSES, SIZE, size="tiny")[0].save_pretrained(init)
+    return init
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--layouts", default="ddp:0,fsdp2:1,fsdp2_file:0")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     out = Path(args.out)
-    init = out / "init"
-    if not init.exists():  # the launching process writes it before any rank starts
-        torch.manual_seed(0)
-        build_task_model("seg", CLASSES, SIZE, size="tiny")[0].save_pretrained(init)
+    init = write_init(out)  # already written by the test that forks the ranks
     for layout in args.layouts.split(","):
         name, fail_rank = layout.split(":")
         save_twice(init, out / name, name, int(fail_rank))

@@ -46,7 +46,8 @@ def _fit(runs: Path, name: str, *args: str) -> dict:
         done = forked.Forked(distributed_fit.main, (argv,), runs / f"{name}_logs", cwd=runs).wait(timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
     else:
-        forked.start_ranks(distributed_fit.rank_main, (devices, forked.free_port(), argv), nprocs=devices)
+        forked.start_ranks(forked.as_rank, (devices, forked.free_port(), distributed_fit.main, (argv,), runs / name),
+                           nprocs=devices)
     return json.loads((runs / name / "result.json").read_text())
 
 

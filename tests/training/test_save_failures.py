@@ -10,17 +10,15 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from conftest import pose_run_args
+import forked
+import save_failure_fit
 
 from sapiens2_ft.training.checkpoint_io import AtomicCheckpointIO, CheckpointSaveError
 from sapiens2_ft.training.cli import main
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def failing_write(code: int, after_bytes: int = 64):
@@ -107,20 +105,19 @@ LAYOUTS = {"ddp": 0, "fsdp2": 1, "fsdp2_file": 0}  # the failing rank of each
 
 @pytest.mark.distributed
 def test_every_rank_stops_with_the_same_message(tmp_path):
-    """2 gloo ranks; rank-0-only single-file saves (DDP, FSDP2 consolidated) and FSDP2 shards on every rank, one
-    after the other in one launch."""
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
+    """2 gloo ranks (forked, tests/forked.py); rank-0-only single-file saves (DDP, FSDP2 consolidated) and FSDP2
+    shards on every rank, one after the other in one launch."""
     layouts = ",".join(f"{name}:{rank}" for name, rank in LAYOUTS.items())
-    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "save_failure_fit.py"), "--out", str(tmp_path),
-                             "--layouts", layouts], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    with torch.random.fork_rng(devices=[]):
+        save_failure_fit.write_init(tmp_path)
+    argv = ["--out", str(tmp_path), "--layouts", layouts]
     try:
-        _, err = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:  # a rank hangs in the failed save
-        os.killpg(proc.pid, 9)
+        forked.start_ranks(forked.as_rank, (2, forked.free_port(), save_failure_fit.main, (argv,), tmp_path / "logs"),
+                           nprocs=2, timeout=300)
+    except pytest.fail.Exception:  # a rank hangs in the failed save
         done = [name for name in LAYOUTS if (tmp_path / name / "rank1.json").exists()]
-        pytest.fail(f"a rank hung after a failed save (layouts done: {done})\n{proc.communicate()[1][-3000:]}")
-    assert proc.returncode == 0, err[-3000:]
+        pytest.fail(f"a rank hung after a failed save (layouts done: {done})\n"
+                    f"{(tmp_path / 'logs' / 'rank1.log').read_text()[-3000:]}")
     for name, fail_rank in LAYOUTS.items():
         out = tmp_path / name
         reports = [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
