@@ -33,8 +33,9 @@ pytestmark = pytest.mark.slow  # about 2 minutes: the fast tier keeps the 2-4-st
 FAULT = os.environ.get("LEARNING_FAULT")  # None, "shift" or "flip"
 SHIFT_PX = 4
 
-# Bounds: issue 12's targets (matting: see its test). Measured, seed 0: pose AP 0.975, seg pixel accuracy 0.974,
-# normal 8.3 deg, matting MSE 0.043, pointmap canonical L1 0.317 against the per-pixel mean's 2.36.
+# Bounds: issue 12's targets (matting: see its test). Measured, seed 0: pose AP 0.938 (seeds 1, 2: 0.953, 0.961;
+# at 256x192 and 160 steps 0.975, for a third more CPU), seg pixel accuracy 0.974, normal 8.3 deg, matting MSE
+# 0.043, pointmap canonical L1 0.317 against the per-pixel mean's 2.36.
 POSE_MIN_AP = 0.9
 SEG_MIN_PIXEL_ACC = 0.95
 NORMAL_MAX_ANGLE = 10.0
@@ -97,9 +98,9 @@ def overfit(config: str, root, run_dir, steps: int, lr: float, *extra: str) -> d
 
 
 def test_pose_fits_its_training_set(eight_images, tmp_path):
-    metrics = overfit("pose_demo.yaml", eight_images, tmp_path / "run", 160, 3e-3,
+    metrics = overfit("pose_demo.yaml", eight_images, tmp_path / "run", 200, 3e-3,
                       "--data.val_ann", "annotations/train.json", "--data.val_images", "train/images",
-                      "--data.batch_size", "8", "--data.augment.half_body_prob", "0",
+                      "--data.batch_size", "8", "--data.input_size", "[192, 144]", "--data.augment.half_body_prob", "0",
                       "--data.augment.shift_prob", "0", "--data.augment.scale_prob", "0",
                       "--data.augment.rotate_prob", "0", "--data.augment.photometric_prob", "0",
                       "--data.augment.blur_prob", "0", "--data.augment.median_blur_prob", "0",
