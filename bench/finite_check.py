@@ -11,10 +11,9 @@ Run: ``python bench/finite_check.py [--size mini] [--rounds 20]`` (a few seconds
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
+from timing import paired
 
 from sapiens2_ft.tasks.registry import build_task_model, task_spec
 from sapiens2_ft.training.callbacks.non_finite import grads_finite
@@ -22,12 +21,6 @@ from sapiens2_ft.training.callbacks.non_finite import grads_finite
 
 def per_tensor(grads: list[torch.Tensor]) -> torch.Tensor:
     return torch.stack([g.isfinite().all() for g in grads]).all()
-
-
-def _seconds(fn, grads) -> float:
-    start = time.perf_counter()
-    assert bool(fn(grads))
-    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -39,10 +32,8 @@ def main() -> None:
     grads = [torch.randn_like(p) for p in model.parameters()]
     print(f"{args.size}: {len(grads)} gradients, {sum(g.numel() for g in grads) / 1e6:.2f} M values, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}")
-    _seconds(grads_finite, grads), _seconds(per_tensor, grads)  # warm-up
-    pairs = [(_seconds(grads_finite, grads), _seconds(per_tensor, grads)) for _ in range(args.rounds)]
-    a, b = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
-    ratio = statistics.median(p[1] / p[0] for p in pairs)
+    assert bool(grads_finite(grads)) and bool(per_tensor(grads))
+    a, b, ratio = paired(lambda: grads_finite(grads), lambda: per_tensor(grads), args.rounds)
     print(f"fused {a * 1e3:.2f} ms   per tensor {b * 1e3:.2f} ms   per tensor / fused x{ratio:.1f}")
 
 

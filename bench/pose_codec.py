@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
-import time
+
+from timing import median_seconds
 
 CASES = [(17, (64, 48), 2.0), (17, (256, 192), 6.0), (308, (64, 48), 2.0), (308, (256, 192), 6.0)]
 TARGET_K, TARGET_HW = 308, (256, 192)
@@ -59,13 +59,7 @@ def baseline_decode(np, cv2, heatmaps):
 
 
 def median_ms(fn, repeats):
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+    return 1e3 * median_seconds(fn, repeats)
 
 
 def main() -> None:

@@ -16,12 +16,11 @@ Run: ``python bench/run_extras.py [--input 256 192] [--repeats 5]`` (about a min
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from timing import median_seconds
 
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
 from datamodules.dense_datamodule import DenseDataModule
@@ -33,15 +32,6 @@ from sapiens2_ft.tasks.sample_sheet import data_sheet, sheet_labels, split_batch
 from sapiens2_ft.training.callbacks.data_sheet import MAX_SHEET_SAMPLES
 from sapiens2_ft.training.callbacks.diagnostics import write_diagnostics
 
-
-def median_seconds(work, repeats: int) -> float:
-    work()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def sheet_seconds(task: str, datamodule, out: Path, repeats: int) -> float:

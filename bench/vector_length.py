@@ -11,20 +11,12 @@ Run: ``python bench/vector_length.py [--shape 8 3 256 192] [--rounds 20]`` (a fe
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
+from timing import paired
 
 from sapiens2_ft.tasks.dense_maps import unit_vectors, vector_length
-
-
-def _seconds(fn, x: torch.Tensor) -> float:
-    x.grad = None
-    start = time.perf_counter()
-    fn(x)
-    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -41,10 +33,7 @@ def main() -> None:
     }
     print(f"shape {tuple(args.shape)}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     for name, (ours, torchs) in cases.items():
-        _seconds(ours, x), _seconds(torchs, x)  # warm-up
-        pairs = [(_seconds(ours, x), _seconds(torchs, x)) for _ in range(args.rounds)]
-        a, b = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
-        ratio = statistics.median(p[1] / p[0] for p in pairs)
+        a, b, ratio = paired(lambda: ours(x), lambda: torchs(x), args.rounds)
         print(f"{name:36s} sum of squares {a * 1e3:7.2f} ms   torch {b * 1e3:7.2f} ms   torch / ours x{ratio:.1f}")
 
 
