@@ -21,8 +21,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n 2`: each worker (and wha
 def keep_freed_memory() -> None:
     """glibc returns the big blocks torch frees on every CPU training step to the kernel, then page-faults them back
     on the next step; kept in the heap they are reused (``python bench/malloc_reuse.py``: fewer page faults, less
-    system time, faster steps, more peak memory). The variables reach the processes the suite starts (xdist workers,
-    ranks, train.py runs); ``mallopt`` sets this process to the same values."""
+    system time, more peak memory; step times within this machine's noise). The variables reach the processes the
+    suite starts (xdist workers, ranks, train.py runs); ``mallopt`` sets this process to the same values."""
     options = {"MALLOC_MMAP_THRESHOLD_": (-3, 1 << 30), "MALLOC_TRIM_THRESHOLD_": (-1, (1 << 31) - 1)}
     for name, (_, value) in options.items():
         os.environ.setdefault(name, str(value))
