@@ -10,10 +10,13 @@ its rescale and crop) is materialised, everything after it is composed into one 
 - ``seg``: background replacement -> resize to the input size x U(0.4, 2) (aspect kept) -> crop of the
   input size (padded when smaller, labels 255; redrawn while one class dominates) -> Gaussian blur /
   noise -> rotation about the centre (corners black, label 0) -> flip -> colour distortion -> stretched
-  (not letterboxed) to the input size. Validation stretches too.
+  (not letterboxed) to the input size -> dropout. Validation stretches too.
 - ``camera`` (normal, pointmap): colour distortion -> down/up-sampling -> scale x U(0.5, 2) -> crop of
   random area / aspect -> flip -> letterbox to the input size -> Gaussian blur / noise / solarize.
   Pointmaps upstream get no down/up-sampling, blur, noise or solarize, and no rotation.
+
+The flip is drawn where upstream flips and applied last (``_flipped``), an equivalent order that keeps flipped
+samples exact mirrors on every CPU.
 
 Every random draw comes from the per-sample generator; every step draws its decision whatever its
 probability, so the draws of later steps do not depend on earlier probabilities.
@@ -25,7 +28,6 @@ import math
 from dataclasses import dataclass, fields
 from typing import Literal
 
-import cv2
 import numpy as np
 
 from datamodules.dense_background import BackgroundSource, replace_background
@@ -34,7 +36,7 @@ from datamodules.dense_photometric import (
 )
 from datamodules.dense_geometry import (
     IGNORE_INDEX, compose, fit_scale, flip_sample, letterbox_matrix, rotation_matrix, scale_offset_matrix,
-    stretch_matrix, warp_sample,
+    stretch_matrix, warp_nearest, warp_sample,
 )
 from datamodules.dense_targets import TARGETS
 
@@ -233,8 +235,7 @@ class SegPipeline:
         if rng.random() < a.crop_prob:
             labels = sample.get("labels")
             if labels is not None:
-                labels = cv2.warpAffine(labels, first, canvas[::-1], flags=cv2.INTER_NEAREST,
-                                        borderMode=cv2.BORDER_CONSTANT, borderValue=IGNORE_INDEX)
+                labels = warp_nearest(labels, first, canvas, IGNORE_INDEX)
                 labels = np.pad(labels, ((0, max(size[0] - canvas[0], 0)), (0, max(size[1] - canvas[1], 0))),
                                 constant_values=IGNORE_INDEX)
             y, x = self.crop_offsets(canvas, labels, rng)
@@ -245,10 +246,10 @@ class SegPipeline:
         angle = float(rng.uniform(-a.rotate_degrees, a.rotate_degrees)) if rng.random() < a.rotate_prob else 0.0
         second = compose(rotation_matrix(angle, canvas), stretch_matrix(canvas, size))
         out = warp_sample(sample, second, size, label_border=0, roll=angle)
-        out = _flip(out, a, rng, self.flip_table)
+        flip = rng.random() < a.flip_prob
         if rng.random() < a.photometric_prob:
             out["image"] = photometric_distortion(out["image"], rng)
-        return _dropout(out, a, rng)
+        return _flipped(_dropout(out, a, rng), flip, self.flip_table)
 
 
 class CameraPipeline:
@@ -292,14 +293,17 @@ class CameraPipeline:
         angle = float(rng.uniform(-a.rotate_degrees, a.rotate_degrees)) if rng.random() < a.rotate_prob else 0.0
         out = warp_sample(sample, compose(rotation_matrix(angle, canvas), letterbox_matrix(canvas, self.size)),
                           self.size, roll=angle)
-        out = _flip(out, a, rng, self.flip_table)
+        flip = rng.random() < a.flip_prob
         for op in _image_ops(a, rng, downup=False):
             out["image"] = op(out["image"])
-        return _dropout(out, a, rng)
+        return _flipped(_dropout(out, a, rng), flip, self.flip_table)
 
 
-def _flip(out: dict, a: DenseAugment, rng: np.random.Generator, flip_table) -> dict:
-    return flip_sample(out, flip_table) if rng.random() < a.flip_prob else out
+def _flipped(out: dict, flip: bool, flip_table) -> dict:
+    """The flip drawn at its upstream place, applied last: the image ops after it are per-pixel, mirror-symmetric
+    or (noise, dropout) drawn from mirror-symmetric distributions, so the samples are distributed as upstream's,
+    and a flipped sample is the exact mirror of the unflipped one whatever OpenCV's code path on this CPU."""
+    return flip_sample(out, flip_table) if flip else out
 
 
 def _dropout(out: dict, a: DenseAugment, rng: np.random.Generator) -> dict:

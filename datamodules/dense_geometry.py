@@ -8,6 +8,9 @@ A sample is a dict of numpy arrays: ``image`` HxWx3 uint8 plus any of ``labels``
 - resize/crop/pad/rotate is one affine ``A`` (source -> output pixel centres, cv2.warpAffine convention);
   labels / mask / depth / pointmap use nearest (never bilinear), normals linear then renormalised,
   image / alpha / foreground linear; ``K' = [A; 0 0 1] @ K`` (fx, fy scale; cx, cy scale + shift).
+  Nearest warps are this module's own gather (``warp_nearest``: one rounding rule, the same on every CPU);
+  OpenCV's INTER_NEAREST picks other pixels on its IPP, SIMD and plain paths. Linear warps are OpenCV's
+  (its paths agree within 1 grey level on uint8 images, ``tests/data/test_cpu_paths.py``).
   A rotation (``roll``) also turns the normals' (n_x, n_y) by the same angle; samples with intrinsics
   (pointmaps) are not rotated.
 - horizontal flip (after the warp): labels through the ``flip_classes`` map, normals n_x negated,
@@ -129,6 +132,70 @@ def canonical_pointmap(depth: np.ndarray, K: np.ndarray, canonical_focal: float 
     return (xyz * scale).astype(np.float32), scale
 
 
+def inverse_affine(matrix: np.ndarray) -> tuple[float, ...]:
+    """``(a, b, c, d, e, f)`` of the inverse of the 2x3 affine ``matrix``, in closed form on Python floats
+    (IEEE double, no LAPACK: the same bits on every CPU)."""
+    (a, b, c), (d, e, f) = (tuple(float(v) for v in row) for row in np.asarray(matrix, dtype=np.float64))
+    det = a * e - b * d
+    if det == 0.0:
+        raise ValueError(f"dense_geometry.py: the affine {np.asarray(matrix).tolist()} cannot be inverted")
+    ia, ib, id_, ie = e / det, -b / det, -d / det, a / det
+    return ia, ib, -(ia * c + ib * f), id_, ie, -(id_ * c + ie * f)
+
+
+class NearestWarp:
+    """The nearest-neighbour warp by the 2x3 ``matrix`` (source -> output pixel centres) from an image of
+    ``shape`` (H, W) to ``size`` (H, W), its source pixels computed once for every map warped with it.
+
+    The rule: the output centre (x, y) maps back to (u, v) = A^-1 (x, y) in float64, evaluated as
+    ``u = ia x + (ib y + ic + 0.5)`` (likewise v), and its source pixel is ``(floor(v), floor(u))`` after that
+    +0.5: the nearest source centre, a tie going to the larger index. Outside the source: the border value.
+    A warp without rotation or shear (scale, crop, pad, stretch) gathers rows then columns.
+    """
+
+    def __init__(self, matrix: np.ndarray, size: tuple[int, int], shape: tuple[int, int]):
+        ia, ib, ic, id_, ie, if_ = inverse_affine(matrix)
+        self.shape, self.size = (int(shape[0]), int(shape[1])), (int(size[0]), int(size[1]))
+        xs = np.arange(self.size[1], dtype=np.float64)
+        ys = np.arange(self.size[0], dtype=np.float64)
+        height, width = self.shape
+        self.separable = ib == 0.0 and id_ == 0.0
+        if self.separable:
+            cols, rows = np.floor(ia * xs + (ic + 0.5)), np.floor(ie * ys + (if_ + 0.5))
+            self.cols_inside, self.rows_inside = (cols >= 0) & (cols < width), (rows >= 0) & (rows < height)
+            self.cols = np.clip(cols, 0, width - 1).astype(np.intp)
+            self.rows = np.clip(rows, 0, height - 1).astype(np.intp)
+            return
+        cols = np.floor(ia * xs[None, :] + (ib * ys[:, None] + ic + 0.5))
+        rows = np.floor(id_ * xs[None, :] + (ie * ys[:, None] + if_ + 0.5))
+        self.inside = (cols >= 0) & (cols < width) & (rows >= 0) & (rows < height)
+        self.index = np.clip(rows, 0, height - 1).astype(np.intp) * width + np.clip(cols, 0, width - 1).astype(np.intp)
+
+    def __call__(self, array: np.ndarray, border=0) -> np.ndarray:
+        """``array`` (H, W[, C], any dtype) warped; ``border`` outside the source."""
+        if array.shape[:2] != self.shape:
+            raise ValueError(f"dense_geometry.py: a map of {array.shape[:2]} in a warp of {self.shape} images")
+        if self.separable:
+            out = np.take(np.take(array, self.rows, axis=0), self.cols, axis=1)
+            out[~self.rows_inside] = border
+            out[:, ~self.cols_inside] = border
+            return out
+        out = array.reshape(self.shape[0] * self.shape[1], *array.shape[2:])[self.index]
+        out[~self.inside] = border
+        return out
+
+
+def warp_nearest(array: np.ndarray, matrix: np.ndarray, size: tuple[int, int], border=0) -> np.ndarray:
+    """``array`` (H, W[, C], any dtype) warped by the 2x3 ``matrix`` to ``size`` (H, W) with the nearest source
+    pixel (``NearestWarp``'s rule); outside the source: ``border``."""
+    return NearestWarp(matrix, size, array.shape[:2])(array, border)
+
+
+def resize_nearest(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``array`` (H, W[, C]) stretched to ``size`` (H, W) with ``warp_nearest`` (pictures of labels and masks)."""
+    return warp_nearest(array, stretch_matrix(array.shape[:2], size), size)
+
+
 def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antialias: bool = True,
                 label_border: int = IGNORE_INDEX, roll: float = 0.0) -> dict:
     """Warp every map of ``sample`` by the 2x3 pixel affine ``matrix`` to ``size`` (H, W).
@@ -142,7 +209,12 @@ def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antiali
                          "data.augment.rotate_prob to 0")
     dsize = (int(size[1]), int(size[0]))
 
+    nearest = []  # the NearestWarp, made at the first nearest map and shared by the others
+
     def warp(array, interpolation, border=0):
+        if interpolation == cv2.INTER_NEAREST:
+            nearest or nearest.append(NearestWarp(matrix, size, array.shape[:2]))
+            return nearest[0](array, border)
         return cv2.warpAffine(array, matrix, dsize, flags=interpolation, borderMode=cv2.BORDER_CONSTANT,
                               borderValue=border)
 
@@ -156,7 +228,7 @@ def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antiali
         elif key == "labels":
             out[key] = warp(value, cv2.INTER_NEAREST, label_border)
         elif key == "mask":
-            out[key] = warp(value.astype(np.uint8), cv2.INTER_NEAREST) > 0
+            out[key] = warp(value.astype(bool), cv2.INTER_NEAREST, False)
         elif key in ("depth", "pointmap"):
             out[key] = warp(value, cv2.INTER_NEAREST)
         elif key in ("alpha", "foreground"):

@@ -63,9 +63,10 @@ class DenseTransform:
             return self.pipeline(sample, rng)
         out = warp_sample(sample, self.matrix(sample["image"].shape[:2], rng), self.input_size)
         if rng is not None and self.augment is not None:
-            if rng.random() < self.augment.flip_prob:
-                out = flip_sample(out, self.flip_table)
+            flip = rng.random() < self.augment.flip_prob
             if self.photometric is not None:
                 self.photometric.set_random_seed(int(rng.integers(2**31)))
                 out["image"] = self.photometric(image=out["image"])["image"]
+            if flip:  # last, as in dense_augment: a flipped sample is the exact mirror of the unflipped one
+                out = flip_sample(out, self.flip_table)
         return out

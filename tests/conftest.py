@@ -11,6 +11,8 @@ import cv2
 import numpy as np
 import pytest
 
+from opencv_paths import opencv_path  # noqa: F401  (a fixture for every test)
+
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

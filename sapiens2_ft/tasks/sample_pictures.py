@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 import torch
 
+from datamodules.dense_geometry import resize_nearest
 from datamodules.keypoints.metainfo import KeypointMetainfo
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
 from sapiens2_ft.tasks.visualize import depth_turbo, gray, label_overlay, normal_rgb
@@ -70,10 +71,9 @@ def scaled(picture: np.ndarray, factor: float, nearest: bool = False) -> np.ndar
     if factor == 1:
         return picture
     size = (max(1, round(picture.shape[1] * factor)), max(1, round(picture.shape[0] * factor)))
-    if picture.dtype in (bool, np.int64):  # types cv2.resize lacks
-        work = picture.astype(np.uint8 if picture.dtype == bool else np.int32)
-        return cv2.resize(work, size, interpolation=cv2.INTER_NEAREST).astype(picture.dtype)
-    return cv2.resize(picture, size, interpolation=cv2.INTER_NEAREST if factor > 1 or nearest else cv2.INTER_AREA)
+    if factor > 1 or nearest:  # the data layer's gather: the same pixels on every CPU, any dtype
+        return resize_nearest(picture, size[::-1])
+    return cv2.resize(picture, size, interpolation=cv2.INTER_AREA)
 
 
 def keypoint_sides(metainfo: KeypointMetainfo) -> np.ndarray:

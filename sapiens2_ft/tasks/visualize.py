@@ -109,7 +109,7 @@ def _text(canvas: np.ndarray, text: str, origin: tuple[int, int], scale: float =
 def enlarge(image: np.ndarray, height: int) -> np.ndarray:
     """Nearest-neighbour enlargement by a whole factor so that the picture is at least ``height`` tall."""
     factor = max(1, -(-height // image.shape[0]))
-    return image if factor == 1 else cv2.resize(image, None, fx=factor, fy=factor, interpolation=cv2.INTER_NEAREST)
+    return image if factor == 1 else np.repeat(np.repeat(image, factor, axis=0), factor, axis=1)
 
 
 def side_by_side(images: Sequence[np.ndarray], titles: Sequence[str] = (),

@@ -109,19 +109,25 @@ def test_resize_nearest_labels_and_intrinsics():
     u, v = (K @ point)[:2] / point[2]
     labels = np.zeros((h, w), np.uint8)
     labels[h // 2:, :] = 7
-    labels[int(round(v)), int(round(u))] = 21
+    col, row = int(round(u)), int(round(v))  # (54, 20): the point projects to the pixel's edge (54.5, 19.5)
+    labels[row, col] = 21
     data = {"image": np.zeros((h, w, 3), np.uint8), "labels": labels, "K": K,
             "depth": np.full((h, w), 2.0, np.float32), "mask": np.ones((h, w), bool)}
     for size in ((150, 200), (37, 50), (64, 48)):
         out = DenseTransform(size).__call__(data)
         assert set(np.unique(out["labels"]).tolist()) <= {0, 7, 21, 255}
-        u2, v2 = (out["K"].astype(np.float64) @ point)[:2] / point[2]
-        rows, cols = np.nonzero(out["labels"] == 21)
-        if rows.size:  # upscales keep the marked pixel: it must sit where K' projects the point
-            assert abs(cols.mean() - u2) <= 0.5 * max(1, size[1] / w) + 0.01
-            assert abs(rows.mean() - v2) <= 0.5 * max(1, size[0] / h) + 0.01
         scale = min(size[0] / h, size[1] / w)
         assert out["K"][0, 0] == pytest.approx(100 * scale)
+        u2, v2 = (out["K"].astype(np.float64) @ point)[:2] / point[2]
+        # where K' puts the marked pixel's centre: the point's projection moved by the pixel's offset, scaled
+        cu, cv = u2 + scale * (col - u), v2 + scale * (row - v)
+        rows, cols = np.nonzero(out["labels"] == 21)
+        if scale > 1:  # an upscale draws the pixel as a block: every output pixel within half a block of it
+            assert rows.size and np.all(np.abs(cols - cu) <= 0.5 * scale) and np.all(np.abs(rows - cv) <= 0.5 * scale)
+            assert rows.size == len(np.unique(rows)) * len(np.unique(cols))
+            assert len(np.unique(cols)) >= int(scale) and len(np.unique(rows)) >= int(scale)
+        elif rows.size:  # a downscale keeps it only where it is an output pixel's nearest source pixel
+            assert np.all(np.abs(cols - cu) <= 0.5 * scale + 0.5) and np.all(np.abs(rows - cv) <= 0.5 * scale + 0.5)
 
 
 def test_canonical_pointmap():

@@ -134,7 +134,7 @@ def train_instances(tiny_coco):
     return meta, instances
 
 
-def test_flip_augmentation_matches_flipped_heatmaps(train_instances):
+def test_flip_augmentation_matches_flipped_heatmaps(train_instances, opencv_path):
     meta, instances = train_instances
     flipped_set = TopdownPoseDataset(instances, meta, INPUT, replace(STILL, flip_prob=1.0))
     plain_set = TopdownPoseDataset(instances, meta, INPUT, replace(STILL, flip_prob=0.0))
@@ -142,9 +142,10 @@ def test_flip_augmentation_matches_flipped_heatmaps(train_instances):
     h, w = INPUT
     for index in range(len(instances)):
         flipped, plain = flipped_set[index], plain_set[index]
-        # The image is the mirror image (up to interpolation rounding).
+        # The image is the mirror image up to interpolation rounding (the flip is part of the crop's warp). Measured
+        # on every OpenCV path: 5.1 at most 1 grey level; 4.12 up to 5 on 0.2% of the pixels, mean 0.012.
         diff = (flipped["image"].flip(-1).int() - plain["image"].int()).abs()
-        assert diff.float().mean() < 1.0 and diff.max() <= 3
+        assert diff.float().mean() < 0.1 and (diff > 1).float().mean() < 0.005 and diff.max() <= 8
 
         kf, kp = flipped["keypoints"].double(), plain["keypoints"].double()
         assert not torch.allclose(kf, kp, atol=1.0)

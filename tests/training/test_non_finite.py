@@ -3,7 +3,6 @@ overflows, and naming the samples of the rank whose loss was non-finite; its fus
 
 from __future__ import annotations
 
-import socket
 from types import SimpleNamespace
 
 import pytest
@@ -66,8 +65,8 @@ def test_the_fused_gradient_check_finds_every_nan_and_inf_and_changes_nothing(ke
             assert not bool(grads_finite(broken)), (i, bad)
 
 
-def _gather(rank: int, port: int, results) -> None:
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+def _gather(rank: int, rendezvous: str, results) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)  # no TCP port
     try:
         trainer = SimpleNamespace(world_size=2)
         results[rank] = (_culprit_ids(trainer, rank == 0, [f"rank{rank}.jpg"]),  # rank 1's loss was NaN
@@ -77,11 +76,8 @@ def _gather(rank: int, port: int, results) -> None:
 
 
 @pytest.mark.distributed
-def test_reported_samples_come_from_the_rank_with_the_non_finite_loss():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def test_reported_samples_come_from_the_rank_with_the_non_finite_loss(tmp_path):
     results = mp.Manager().dict()
-    start_ranks(_gather, (port, results), nprocs=2)
+    start_ranks(_gather, (str(tmp_path / "rendezvous"), results), nprocs=2)
     for rank in (0, 1):
         assert results[rank] == (["rank1.jpg"], ["rank0.jpg", "rank1.jpg"])

@@ -55,8 +55,11 @@ def test_resume_auto_continues_step_and_lr_schedule(pose_run, tiny_coco, tiny_po
     assert summary["global_step"] == 4
     assert "4/4 [" in out.out and "samples_per_s" in out.out  # the step progress bar, ending at the total
 
-    first, second = sorted((run_dir / "wandb").glob("offline-run-*"), key=lambda p: p.stat().st_mtime)
-    assert first.name.split("-")[-1] == second.name.split("-")[-1]  # the same wandb run continues
+    # the same wandb run continues: two run folders (their names hold the start second and, when both started
+    # in the same second, a -1 suffix), one run id, read from the run files wandb names run-<id>.wandb
+    runs = sorted((run_dir / "wandb").glob("offline-run-*"))
+    ids = {f.name[len("run-"):-len(".wandb")] for r in runs for f in r.glob("run-*.wandb")}
+    assert len(runs) == 2 and len(ids) == 1, (runs, ids)
 
     expected, got = logged(full_dir, "lr-"), logged(run_dir, "lr-")
     assert sorted(got) == sorted(expected) == [0, 1, 2, 3]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import socket
 import warnings
 from pathlib import Path
 
@@ -264,17 +263,11 @@ def test_empty_gives_zeros_with_warning_and_reset(coco_file):
 
 
 # --------------------------------------------------------------- distributed
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ddp_worker(rank: int, world_size: int, port: int, ann_file: str, preds: dict, out_dir: str) -> None:
+def _ddp_worker(rank: int, world_size: int, ann_file: str, preds: dict, out_dir: str) -> None:
     import torch.distributed as dist
 
-    warnings.simplefilter("ignore")
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
+    warnings.simplefilter("ignore")  # a file rendezvous: no TCP port another test could take first
+    dist.init_process_group("gloo", init_method=f"file://{out_dir}/rendezvous", rank=rank, world_size=world_size)
     try:
         n = len(preds["image_ids"])
         half = np.arange(n)[rank::world_size]
@@ -312,7 +305,7 @@ def test_distributed_gather_matches_single_process(coco_file, tmp_path):
         _update(metric, preds)
         expected[use_nms] = _as_array(metric.compute())
 
-    start_ranks(_ddp_worker, (2, _free_port(), str(ann_file), preds, str(tmp_path)), nprocs=2)
+    start_ranks(_ddp_worker, (2, str(ann_file), preds, str(tmp_path)), nprocs=2)
     for rank in range(2):
         out = json.loads((tmp_path / f"rank{rank}.json").read_text())
         for use_nms in (True, False):
