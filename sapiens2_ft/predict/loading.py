@@ -54,6 +54,7 @@ def load_module(model: str, out: Path, keypoints: str | None = None, device: str
             raise SystemExit(f"--model: {directory} has no {KEYPOINTS_FILE}; pass --keypoints (a set name or YAML)")
     elif label_arg is not None:
         kwargs[label_arg] = [config.id2label[i] for i in range(config.num_labels)]
-    module = import_class(task_spec(task).module)(**kwargs)
+    module_class = import_class(task_spec(task).module)
+    module = module_class(**kwargs, **module_class.options_from_config(config))
     module.configure_model()
     return module.eval().to(device), task

@@ -198,6 +198,12 @@ class TaskModule(L.LightningModule):
         """Extra ``build_model`` arguments of the task (pose: its flip pairs)."""
         return {}
 
+    @classmethod
+    def options_from_config(cls, config) -> dict:
+        """Module arguments an exported model's config records, for loading it to predict (pose: a logits head
+        is decoded as one)."""
+        return {}
+
     def build(self) -> tuple[nn.Module, LoadReport]:
         hp = self.hparams
         common = dict(pos_embed_rescale=hp.pos_embed_rescale, attn_implementation=hp.attn_implementation,

@@ -22,6 +22,8 @@ __all__ = [
     "encode_heatmaps",
     "decode_heatmaps",
     "flip_heatmaps",
+    "heatmap_probabilities",
+    "window_mass",
 ]
 
 # Same lower/upper clip as DARK-UDP, applied after normalising the blurred
@@ -247,3 +249,30 @@ def flip_heatmaps(heatmaps: Tensor, flip_indices) -> Tensor:
     if idx.device.type == "cpu" and not torch.equal(idx.sort().values, torch.arange(k)):
         raise ValueError(f"flip_indices must be a permutation of range({k}), got {idx.tolist()}")
     return heatmaps.index_select(-3, idx.to(heatmaps.device)).flip(-1)
+
+
+def heatmap_probabilities(logits: Tensor) -> Tensor:
+    """Logits (..., K, H, W) of a heatmap cross-entropy head -> each map's softmax over its pixels (float32):
+    the distribution the loss trains, so that averages (flip test) and masses (scores) are probabilities."""
+    if logits.dim() < 3:
+        raise ValueError(f"logits must have shape (..., K, H, W), got {tuple(logits.shape)}")
+    return torch.softmax(logits.float().flatten(-2), dim=-1).reshape(logits.shape)
+
+
+def window_mass(probs: Tensor, coords: Tensor, radius: int) -> Tensor:
+    """Probability mass of maps (..., K, H, W) in the (2r+1) x (2r+1) pixel window centred on the pixel nearest
+    each ``coords`` (..., K, 2) xy heatmap px; pixels outside the map count 0. In [0, 1] for distributions."""
+    if radius < 0:
+        raise ValueError(f"radius must be >= 0, got {radius}")
+    *lead, h, w = probs.shape
+    if tuple(coords.shape) != (*lead, 2):
+        raise ValueError(f"coords must have shape {(*lead, 2)}, got {tuple(coords.shape)}")
+    maps = probs.float().reshape(-1, h, w)
+    # Integral image with a zero first row/column: a window's sum is four look-ups.
+    integral = torch.nn.functional.pad(maps.cumsum(1).cumsum(2), (1, 0, 1, 0))
+    centre = (coords.reshape(-1, 2) + 0.5).floor().long()  # ties to the larger index
+    x0, x1 = (centre[:, 0] - radius).clamp(0, w), (centre[:, 0] + radius + 1).clamp(0, w)
+    y0, y1 = (centre[:, 1] - radius).clamp(0, h), (centre[:, 1] + radius + 1).clamp(0, h)
+    n = torch.arange(maps.shape[0], device=maps.device)
+    mass = integral[n, y1, x1] - integral[n, y0, x1] - integral[n, y1, x0] + integral[n, y0, x0]
+    return mass.clamp(0.0, 1.0).reshape(lead)

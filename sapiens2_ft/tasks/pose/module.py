@@ -21,8 +21,10 @@ from sapiens2_ft.tasks.pose.codec import (
     decode_heatmaps,
     encode_heatmaps,
     flip_heatmaps,
+    heatmap_probabilities,
     heatmap_to_input_coords,
     input_to_heatmap_coords,
+    window_mass,
 )
 from sapiens2_ft.tasks.pose.loss import heatmap_cross_entropy, weighted_heatmap_mse
 from sapiens2_ft.tasks.pose.metric import CocoKeypointAP
@@ -30,6 +32,14 @@ from sapiens2_ft.tasks.visualize import MIN_PANEL_HEIGHT, draw_keypoints, enlarg
 
 PANEL_SCORE_THRESHOLD = 0.3  # predicted keypoints drawn in the dashboard panels
 LOSSES = {"mse": weighted_heatmap_mse, "heatmap_ce": heatmap_cross_entropy}
+# heatmap_ce heads output logits: this ``config.heatmap_output`` tells exported models' users (predict, the API).
+LOGITS_OUTPUT = "logits"
+
+
+def score_radius(sigma: float) -> int:
+    """Heatmap px: a CE keypoint's score is its probability mass within 2 sigma (x, y) of it, ~0.95 for a model
+    that predicts its target exactly (bench/pose_scores.py chose 2 sigma on the demo's checkpoint)."""
+    return max(1, round(2 * sigma))
 
 
 class PoseModule(TaskModule):
@@ -65,18 +75,42 @@ class PoseModule(TaskModule):
     def model_options(self) -> dict:
         return {"flip_pairs": self.metainfo.flip_pairs}
 
+    @classmethod
+    def options_from_config(cls, config) -> dict:
+        """``loss: heatmap_ce`` for an exported model whose head outputs logits (``config.heatmap_output``)."""
+        return {"loss": "heatmap_ce"} if getattr(config, "heatmap_output", None) == LOGITS_OUTPUT else {}
+
+    def build(self):
+        model, report = super().build()
+        if self.hparams.loss == "heatmap_ce":
+            model.config.heatmap_output = LOGITS_OUTPUT
+        return model, report
+
+    @property
+    def outputs_logits(self) -> bool:
+        return self.hparams.loss == "heatmap_ce"
+
     def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
         """``heatmaps`` (B, K, h, w) of the crops (``size`` is not used: heatmaps keep their resolution)."""
         return {"heatmaps": self.model(pixel_values).heatmaps}
 
     def infer(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
         """``heatmaps`` (flip-tested when enabled) and the decoded keypoints: ``coords`` (B, K, 2) in crop pixels
-        and ``scores`` (B, K)."""
-        heatmaps = self.predict(pixel_values)["heatmaps"]
+        and ``scores`` (B, K). MSE heads: scores are the heatmap maxima. Cross-entropy heads: each map's softmax
+        (flip test averages these distributions) is decoded, a score is the probability mass within
+        ``score_radius(sigma)`` px of the keypoint (a confidence in [0, 1]), and ``heatmaps`` are the log-probabilities
+        (logits of the same distribution, for the loss)."""
+        def maps(x: torch.Tensor) -> torch.Tensor:
+            out = self.predict(x)["heatmaps"]
+            return heatmap_probabilities(out) if self.outputs_logits else out
+
+        heatmaps = maps(pixel_values)
         if self.hparams.flip_test:
-            flipped = flip_heatmaps(self.predict(pixel_values.flip(-1))["heatmaps"], self.flip_indices)
-            heatmaps = (heatmaps + flipped) / 2
+            heatmaps = (heatmaps + flip_heatmaps(maps(pixel_values.flip(-1)), self.flip_indices)) / 2
         coords, scores = decode_heatmaps(heatmaps.float())
+        if self.outputs_logits:
+            scores = window_mass(heatmaps, coords, score_radius(self.hparams.sigma))
+            heatmaps = heatmaps.clamp_min(torch.finfo(torch.float32).tiny).log()
         coords = heatmap_to_input_coords(coords, self.hparams.input_size, tuple(heatmaps.shape[-2:]))
         return {"heatmaps": heatmaps, "coords": coords, "scores": scores}
 
