@@ -1,0 +1,158 @@
+"""CPU MFU of the demo backbone's pretraining step: the cores' matmul peak, the step's FLOPs and its time.
+
+1. Peak: a 2048 x 2048 matmul and one at the mini model's MLP shape (batch x tokens, 160) x (160, 640), in
+   fp32 and in bf16. bf16 runs natively only on CPUs with ``avx512_bf16`` or AMX (``lscpu``); elsewhere oneDNN
+   emulates it and it is far slower than fp32, which this prints.
+2. The step: ``MultiTaskModule`` (``configs/pretrain_demo_backbone.yaml``'s model: mini, five heads) on one
+   batch of its own data (``--root``, rendered there when missing), forward + backward + AdamW. Its FLOPs
+   are counted once with ``torch.utils.flop_counter.FlopCounterMode`` (per part: backbone on the images, on
+   the pose crops, each head), then the step is timed (median of ``--steps``) in each variant:
+   ``fp32`` (``--threads`` threads), ``fp32, 1 thread``, and ``bf16 autocast`` where the CPU has native bf16
+   (``--bf16 force`` times it anyway).
+3. MFU = achieved FLOP/s / the matmul peak at the mini shape of the same dtype and thread count.
+
+Run: ``python bench/cpu_mfu.py [--batch 16] [--steps 5] [--threads 2]`` (about 3 minutes on 2 cores; pause
+background jobs first: the figures are only comparable on an otherwise idle machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from timing import median_seconds  # noqa: E402
+
+HIDDEN, MLP = 160, 640  # the mini preset
+
+
+def native_bf16() -> bool:
+    """Whether the CPU has bf16 dot products (AVX-512 BF16 or AMX): the flags ``lscpu`` lists."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def matmul_gflops(m: int, k: int, n: int, dtype: torch.dtype, repeats: int = 5) -> float:
+    a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+    if m * k * n * 2 / 1e9 < 1:  # small shapes: many calls per timing, so the clock's resolution does not matter
+        calls = max(1, int(1e9 / (2 * m * k * n)))
+        return 2 * m * k * n * calls / median_seconds(lambda: [a @ b for _ in range(calls)], repeats) / 1e9
+    return 2 * m * k * n / median_seconds(lambda: a @ b, repeats) / 1e9
+
+
+def build_step(batch_size: int, root: Path):
+    """(module, batch, step function) of one pretraining step of the demo recipe's model."""
+    from datamodules.multitask_datamodule import MultiTaskDataModule
+    from datamodules.synthetic_data import SyntheticData, render_if_missing
+    from sapiens2_ft.tasks.multitask.module import MultiTaskModule
+
+    render_if_missing(root, SyntheticData(num_images=max(4 * batch_size, 64), seed=7, val_fraction=0.1))
+    datamodule = MultiTaskDataModule(root=str(root), batch_size=batch_size, num_workers=0)
+    datamodule.setup("fit")
+    batch = next(iter(datamodule.train_dataloader()))
+    module = MultiTaskModule(size="mini")
+    module.configure_model()
+    module.train()
+    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4)
+
+    def step() -> float:
+        losses, _ = module._losses(batch, "train")
+        optimizer.zero_grad(set_to_none=True)
+        losses["loss"].backward()
+        optimizer.step()
+        return float(losses["loss"].detach())
+
+    return module, batch, step
+
+
+def count_flops(module, batch, step) -> tuple[float, dict[str, float]]:
+    """FLOPs of one step, and of its parts: the backbone on the images and on the pose crops (forward +
+    backward each; the same shapes), the five heads and their losses (the rest). Counted apart because the
+    counter's per-module split misplaces backward FLOPs of a shared module."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from sapiens2_ft.models.preprocessing import normalize_images
+
+    with FlopCounterMode(display=False) as counter:
+        step()
+    total = counter.get_total_flops()
+    with FlopCounterMode(display=False) as counter:
+        out = module.backbone.backbone(normalize_images(batch["image"]))
+        out.last_hidden_state.float().sum().backward()
+    module.zero_grad(set_to_none=True)
+    backbone = counter.get_total_flops()
+    return total, {"backbone, images": backbone, "backbone, pose crops": backbone,
+                   "heads and losses": total - 2 * backbone}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--root", type=Path, default=Path("bench/out/mfu-data"))
+    parser.add_argument("--bf16", choices=["auto", "force", "off"], default="auto")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    bf16 = native_bf16() if args.bf16 == "auto" else args.bf16 == "force"
+    tokens = args.batch * (256 // 16) * (192 // 16)
+
+    print(f"CPU: native bf16 {'yes' if native_bf16() else 'no'}; torch {torch.__version__}, "
+          f"{torch.backends.cpu.get_cpu_capability()}, {args.threads} threads")
+    peak = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        big = matmul_gflops(2048, 2048, 2048, dtype, repeats=3 if dtype == torch.float32 or bf16 else 1)
+        peak[dtype] = matmul_gflops(tokens, HIDDEN, MLP, dtype)
+        print(f"peak {str(dtype).removeprefix('torch.'):>8}: 2048^3 {big:7.1f} GFLOP/s, "
+              f"({tokens}, {HIDDEN}) x ({HIDDEN}, {MLP}) {peak[dtype]:7.1f} GFLOP/s")
+    torch.set_num_threads(1)
+    peak["fp32, 1 thread"] = matmul_gflops(tokens, HIDDEN, MLP, torch.float32)
+    torch.set_num_threads(args.threads)
+    print(f"peak  float32 on 1 thread at the mini shape: {peak['fp32, 1 thread']:7.1f} GFLOP/s")
+
+    module, batch, step = build_step(args.batch, args.root)
+    step()  # warm-up: allocations, oneDNN primitives
+    total, parts = count_flops(module, batch, step)
+    print(f"step FLOPs (forward + backward, batch {args.batch}): {total / 1e9:.1f} GFLOP")
+    for name, flops in sorted(parts.items(), key=lambda p: -p[1]):
+        print(f"  {name:<22} {flops / 1e9:7.1f} GFLOP  {100 * flops / total:5.1f}%")
+
+    variants = {f"fp32, {args.threads} threads": (args.threads, contextlib.nullcontext, torch.float32),
+                "fp32, 1 thread": (1, contextlib.nullcontext, torch.float32)}
+    if bf16:
+        variants["bf16 autocast"] = (args.threads, lambda: torch.autocast("cpu", dtype=torch.bfloat16),
+                                     torch.bfloat16)
+    times = defaultdict(list)
+    for _ in range(args.steps):  # one step of each variant per round: load changes hit all of them
+        for name, (threads, context, _) in variants.items():
+            torch.set_num_threads(threads)
+            with context():
+                start = time.perf_counter()
+                step()
+                times[name].append(time.perf_counter() - start)
+    torch.set_num_threads(args.threads)
+    print(f"\n{'variant':<20} {'step s':>7} {'GFLOP/s':>8} {'MFU':>6}")
+    for name, (threads, _, dtype) in variants.items():
+        seconds = statistics.median(times[name])
+        rate = total / seconds / 1e9
+        reference = peak["fp32, 1 thread"] if threads == 1 else peak[dtype]
+        print(f"{name:<20} {seconds:7.2f} {rate:8.1f} {100 * rate / reference:5.1f}%")
+    if not bf16:
+        print(f"bf16 autocast not timed: no native bf16 on this CPU (its matmul runs at "
+              f"{peak[torch.bfloat16]:.1f} GFLOP/s against fp32's {peak[torch.float32]:.1f}); --bf16 force times it")
+
+
+if __name__ == "__main__":
+    main()
