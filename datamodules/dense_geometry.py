@@ -196,6 +196,10 @@ def resize_nearest(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return warp_nearest(array, stretch_matrix(array.shape[:2], size), size)
 
 
+# The maps warp_sample knows how to warp; K (intrinsics) follows the matrix; other values pass unchanged.
+WARPED_MAPS = ("image", "labels", "mask", "depth", "pointmap", "alpha", "foreground", "normals")
+
+
 def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antialias: bool = True,
                 label_border: int = IGNORE_INDEX, roll: float = 0.0) -> dict:
     """Warp every map of ``sample`` by the 2x3 pixel affine ``matrix`` to ``size`` (H, W).
@@ -219,6 +223,7 @@ def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antiali
                               borderValue=border)
 
     out = {}
+    image_hw = sample["image"].shape[:2] if "image" in sample else None
     scale = float(np.linalg.svd(np.asarray(matrix)[:, :2], compute_uv=False).min())  # the strongest shrink
     for key, value in sample.items():
         if key == "image":
@@ -237,6 +242,10 @@ def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antiali
             out[key] = warp(rotate_normals(value, roll) if roll else value, cv2.INTER_LINEAR)
         elif key == "K":
             out[key] = update_intrinsics(value, matrix)
+        elif isinstance(value, np.ndarray) and value.ndim >= 2 and value.shape[:2] == image_hw:
+            # A map of the image's size left as it is would no longer line up with the warped image.
+            raise ValueError(f"dense_geometry.py: no warp rule for the map '{key}' {value.shape}; the maps it "
+                             f"warps: {', '.join(WARPED_MAPS)} (add the new kind's rule to warp_sample)")
         else:
             out[key] = value
     if "normals" in out:

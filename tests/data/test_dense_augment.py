@@ -348,3 +348,18 @@ def test_camera_crop_window_fits_and_keeps_area():
         y, x, h, w = window
         assert 0 <= y and y + h <= 200 and 0 <= x and x + w <= 150
         assert 0.38 <= h * w / (200 * 150) <= 1.0 and 0.45 <= w / h <= 2.1
+
+
+def test_a_map_of_an_unknown_kind_is_an_error_not_left_unwarped():
+    """A new task's target map without a warp rule would stay put while the image moves: warp_sample refuses it,
+    naming it and the kinds it knows; values that are not maps of the image's size pass unchanged."""
+    from datamodules.dense_geometry import WARPED_MAPS, scale_offset_matrix, warp_sample
+
+    rng = np.random.default_rng(0)
+    sample = {"image": rng.integers(0, 256, (20, 16, 3), dtype=np.uint8), "albedo": rng.random((20, 16, 3)),
+              "K": np.eye(3), "meta": np.arange(4)}
+    with pytest.raises(ValueError, match=r"'albedo' \(20, 16, 3\).*" + ", ".join(WARPED_MAPS)):
+        warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8))
+    del sample["albedo"]
+    out = warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8))
+    assert out["image"].shape == (10, 8, 3) and out["meta"] is sample["meta"]
