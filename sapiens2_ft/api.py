@@ -121,7 +121,7 @@ class Predictor:
     def is_pose(self) -> bool:
         from sapiens2_ft.tasks.registry import task_spec
 
-        return task_spec(self.task).predictor == "pose"
+        return task_spec(self.task).predictor == "crops"
 
     def predict(self, images: ImagesLike, boxes: Boxes = None, batch_size: int = 8) -> list[dict]:
         """Results for ``images``: a path (image or folder), an RGB uint8 array (H, W, 3), or a list of either.

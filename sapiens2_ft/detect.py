@@ -22,6 +22,7 @@ from sapiens2_ft.check_data import DataCheckCLI
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR, box_iou, xywh_to_xyxy
 from sapiens2_ft.predict.boxes import add_box_arguments, box_source
 from sapiens2_ft.predict.inputs import read_chunk
+from sapiens2_ft.tasks.registry import task_spec
 from sapiens2_ft.training.cli import resolve_config_args, task_of
 
 
@@ -44,9 +45,11 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     rest = resolve_config_args(rest)
-    if task_of(rest) != "pose":
-        raise SystemExit(f"--config: detect is for pose configs; this one is task {task_of(rest)}")
-    cli = DataCheckCLI("pose", args=rest, run=False, seed_everything_default=0, auto_configure_optimizers=False)
+    task = task_of(rest)
+    if task_spec(task).predictor != "crops":
+        raise SystemExit(f"--config: detect is for the configs of a task that crops people (pose); this one is "
+                         f"task {task}")
+    cli = DataCheckCLI(task, args=rest, run=False, seed_everything_default=0, auto_configure_optimizers=False)
     data = cli.datamodule
     data.prepare_data()
     ann_file, images_dir = data.val_annotation_file, data.root / data.hparams.val_images

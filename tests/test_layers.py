@@ -7,12 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("datamodules", "sapiens2_ft")
-# Module prefix -> layer (lowest first); the longest matching prefix decides. Every module must match one.
+# Module prefix -> layer (lowest first); the longest matching prefix decides. Every module must match one: each
+# top-level module of sapiens2_ft is listed, so a new one fails here until it is given a layer.
 LAYERS = {
     "datamodules": 0,  # data
-    "sapiens2_ft": 4,  # the package itself: the lazy Python API (sapiens2_ft.api)
     "sapiens2_ft.compat": 1,  # Lightning / torchmetrics internals, below everything of sapiens2_ft
     "sapiens2_ft.resources": 1,  # where the shipped configs/ and assets/ are (imports nothing of ours)
     "sapiens2_ft.models": 1,
@@ -60,7 +62,12 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
+PACKAGE_ROOT = ("sapiens2_ft", 4)  # the package's __init__ itself (the lazy Python API), matched exactly
+
+
 def layer_of(name: str) -> int:
+    if name == PACKAGE_ROOT[0]:
+        return PACKAGE_ROOT[1]
     matches = [prefix for prefix in LAYERS if name == prefix or name.startswith(prefix + ".")]
     if not matches:
         raise AssertionError(f"{name} is in no layer; add it to LAYERS (and docs/architecture.md)")
@@ -121,6 +128,15 @@ def test_the_graph_sees_imports():
     assert "datamodules.synthetic.generate" in edges["datamodules.synthetic"]  # relative, from a package
     assert "datamodules.synthetic" in edges["datamodules.synthetic_data"]  # inside a function
     assert layer_of("sapiens2_ft.training.cli") == 3 and layer_of("sapiens2_ft.compat") == 1
+    assert layer_of("sapiens2_ft") == 4
+
+
+def test_a_new_top_level_module_is_in_no_layer():
+    """``layer_of`` has no catch-all: a module nobody placed is an error naming it."""
+    with pytest.raises(AssertionError, match="sapiens2_ft.newthing is in no layer"):
+        layer_of("sapiens2_ft.newthing")
+    assert {name.split(".")[1] for name in modules() if name.count(".") >= 1 and name.startswith("sapiens2_ft.")} \
+        == {prefix.split(".")[1] for prefix in LAYERS if prefix.startswith("sapiens2_ft.")}
 
 
 def test_data_layer_loads_no_model_code():

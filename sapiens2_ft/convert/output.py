@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from datamodules.data_check import DataReport, check_coco, check_dense
 from datamodules.dense_files import IMAGE_SUFFIXES
-from datamodules.dense_targets.seg import IGNORE_INDEX
+from datamodules.dense_targets.seg import IGNORE_INDEX, SEG
 from datamodules.errors import DataError
 from datamodules.images import read_image
 from datamodules.keypoints.metainfo import KeypointMetainfo
@@ -227,9 +227,9 @@ def write_dataset(records: list[ImageRecord], out: Path, metainfo: KeypointMetai
             check_coco(out / "annotations" / f"{s}.json", out / s / "images", metainfo, result.check, f"{s} pose")
         if seg:
             dense = DataReport()
-            check_dense(out, s, "seg", len(classes.targets), dense)
+            check_dense(out, s, SEG.task, len(classes.targets), dense)
             result.check.problems += dense.problems
-            result.check.checked[f"{s} seg"] = dense.checked.get(s, Counter())
+            result.check.checked[f"{s} {SEG.task}"] = dense.checked.get(s, Counter())
     if seg:
         classes_file.write_text(classes_text)
     return result

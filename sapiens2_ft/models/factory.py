@@ -24,7 +24,7 @@ from typing import Sequence
 
 import torch
 from torch import nn
-from transformers import Sapiens2Config, Sapiens2ForPointmapEstimation, Sapiens2HeadConfig
+from transformers import Sapiens2Config, Sapiens2HeadConfig
 
 from sapiens2_ft.models import presets
 from sapiens2_ft.resources import shipped_asset
@@ -157,34 +157,6 @@ def configure(config: Sapiens2Config, labels: Sequence[str], image_size, pos_emb
     return config
 
 
-def fit_scale_head(model, report: LoadReport) -> None:
-    """The pointmap scale MLP's input size is fixed by ``image_size``: rebuild its first layer if that changed."""
-    head = model.config.head_config
-    if not isinstance(model, Sapiens2ForPointmapEstimation) or head.scale_conv_out_channels is None:
-        return
-    trained = head.scale_final_input_size
-    head.scale_final_input_size = None
-    head._init_scale_final_input_size(model.config.image_size, model.config.patch_size)
-    if head.scale_final_input_size == trained:
-        return
-    old = model.scale_head.predictor.block1.layers[0]
-    model.scale_head.predictor.block1.layers[0] = nn.Linear(head.scale_final_input_size, old.out_features).to(
-        device=old.weight.device, dtype=old.weight.dtype)
-    report.notes.append(f"scale MLP input layer new: {trained} -> {head.scale_final_input_size} features "
-                        f"for image_size {list(model.config.image_size)}")
-
-
-def check_scale_branch(config: Sapiens2Config) -> None:
-    """The scale branch's instance norms need more than one feature pixel after its stride-2 convs."""
-    head = config.head_config
-    if head.scale_conv_out_channels and head.scale_final_input_size <= head.scale_conv_out_channels[-1]:
-        raise ValueError(
-            f"input size {list(config.image_size)} is too small for the pointmap scale branch "
-            f"({len(head.scale_conv_out_channels)} stride-2 convs leave one feature pixel); use a larger "
-            f"data.input_size or a head with fewer scale_conv_out_channels"
-        )
-
-
 def build_model(
     model_class: type,
     labels: Sequence[str],
@@ -214,7 +186,6 @@ def build_model(
         config = Sapiens2Config(**presets.BACKBONES[size], attn_implementation=attn_implementation)
         config.head_config = Sapiens2HeadConfig(**(head or head_layout(heads, size)))
         configure(config, labels, image_size, pos_embed_rescale, flip_pairs, None, heads)
-        check_scale_branch(config)
         return model_class(config), LoadReport(f"size preset '{size}'", backbone="random", head="random")
 
     path = resolve_pretrained(pretrained)
@@ -228,15 +199,12 @@ def build_model(
         if rows_by_name and old_labels != labels:
             _transfer_rows(model, labels, released_labels, report)
         configure(model.config, labels, image_size, pos_embed_rescale, flip_pairs, None, heads)
-        fit_scale_head(model, report)
-        check_scale_branch(model.config)
         return model, report
 
     report.head = "new"
     report.new = labels
     configure(config, labels, image_size, pos_embed_rescale, flip_pairs, head, heads)
     config.architectures = [model_class.__name__]
-    check_scale_branch(config)
     if architecture == "Sapiens2Model":
         model = from_pretrained_checked(model_class, path, backbone_only=True, config=config,
                                         attn_implementation=attn_implementation)

@@ -20,8 +20,7 @@ from sapiens2_ft.models.checkpoints import (
     load_model,
     read_info,
 )
-from sapiens2_ft.models.factory import (LoadReport, check_scale_branch, configure, fit_scale_head,
-                                        from_pretrained_checked)
+from sapiens2_ft.models.factory import LoadReport, configure, from_pretrained_checked
 
 
 def _load_exported(path: Path, model_class: type, task: str, attn_implementation: str) -> tuple[nn.Module, list[str]]:
@@ -59,6 +58,4 @@ def build_from_run(init_from: str, model_class: type, task: str, labels: Sequenc
     report = LoadReport(str(path), backbone="pretrained", head="pretrained",
                         notes=[f"init_from: all weights of the {what}; optimiser and step start fresh"])
     configure(model.config, labels, image_size, pos_embed_rescale, flip_pairs, None, heads)
-    fit_scale_head(model, report)
-    check_scale_branch(model.config)
     return model.train(), report

@@ -15,6 +15,7 @@ import torch
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR, DetectorError, PersonDetector
 from sapiens2_ft.predict.dense import dense_maps
 from sapiens2_ft.predict.loading import load_module
+from sapiens2_ft.tasks.base import finds_people
 from sapiens2_ft.tasks.seg.boxes import boxes_from_foreground
 
 
@@ -48,25 +49,23 @@ class DetectorBoxes:
         return self.detector(images)
 
 
-class SegBoxes:
-    """One box per connected region of a seg model's foreground (any class but background), scored by the
-    region's mean foreground probability."""
+class PeopleBoxes:
+    """One box per connected region of the people a model finds (``TaskModule.people``: a seg model's classes but
+    background, a matting model's alpha >= 0.5), scored by the region's mean probability."""
 
-    def __init__(self, seg_module, min_area: float, pad: float):
-        self.module, self.min_area, self.pad = seg_module, min_area, pad
+    def __init__(self, module, min_area: float, pad: float):
+        self.module, self.min_area, self.pad = module, min_area, pad
 
     @torch.no_grad()
     def __call__(self, keys: list[str], images: list[np.ndarray]) -> list[np.ndarray]:
         return self.from_maps(dense_maps(self.module, images))
 
     def from_maps(self, maps: list[dict]) -> list[np.ndarray]:
-        """The boxes of this seg model's outputs (``dense_maps``) when they are already computed."""
+        """The boxes of this model's outputs (``dense_maps``) when they are already computed."""
         boxes = []
         for outputs in maps:
-            probs = outputs["logits"].softmax(1)[0]
-            foreground = (probs.argmax(0) > 0).cpu().numpy()
-            boxes.append(boxes_from_foreground(foreground, self.min_area, self.pad,
-                                               (1 - probs[0]).cpu().numpy()))
+            foreground, probability = self.module.people(outputs)
+            boxes.append(boxes_from_foreground(foreground.numpy(), self.min_area, self.pad, probability.numpy()))
         return boxes
 
 
@@ -134,7 +133,8 @@ def add_box_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--det_threshold", type=float, default=0.5, help="detector: minimum person score")
     parser.add_argument("--nms_iou", type=float, default=0.6, help="detector: IoU above which boxes are suppressed")
     parser.add_argument("--boxes_from_seg", default=None,
-                        help="pose: person boxes from a Sapiens2 seg model's foreground (same forms as --model)")
+                        help="pose: person boxes from the people a Sapiens2 seg (or matting) model finds (same "
+                             "forms as --model)")
     parser.add_argument("--seg_min_area", type=float, default=0.001,
                         help="--boxes_from_seg: drop regions under this fraction of the image")
     parser.add_argument("--seg_box_pad", type=float, default=0.05,
@@ -153,10 +153,11 @@ def box_source(args, out: Path, loaded: dict | None = None):
             raise SystemExit(f"--detector: {err}") from None
     if args.boxes_from_seg:
         if args.boxes_from_seg in (loaded or {}):
-            seg_module, seg_task = loaded[args.boxes_from_seg]
+            module, task = loaded[args.boxes_from_seg]
         else:
-            seg_module, seg_task = load_module(args.boxes_from_seg, out / "seg_model", device=args.device)
-        if seg_task != "seg":
-            raise SystemExit(f"--boxes_from_seg: {args.boxes_from_seg} is a {seg_task} model; give a seg one")
-        return SegBoxes(seg_module, args.seg_min_area, args.seg_box_pad)
+            module, task = load_module(args.boxes_from_seg, out / "seg_model", device=args.device)
+        if not finds_people(module):
+            raise SystemExit(f"--boxes_from_seg: {args.boxes_from_seg} is a {task} model, which does not find "
+                             f"people; give a segmentation (or matting) model")
+        return PeopleBoxes(module, args.seg_min_area, args.seg_box_pad)
     return None

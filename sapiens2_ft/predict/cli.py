@@ -37,6 +37,7 @@ from sapiens2_ft.predict.inputs import list_images
 from sapiens2_ft.predict.loading import load_module
 from sapiens2_ft.predict.run import Model, predict_images
 from sapiens2_ft.predict.video import Frames, is_video, predict_video
+from sapiens2_ft.tasks.base import finds_people
 
 
 def main(argv: list[str] | None = None) -> Path:
@@ -95,8 +96,9 @@ def main(argv: list[str] | None = None) -> Path:
     mask_model = None
     if args.mask_model:
         mask_module, mask_task = load_module(args.mask_model, out / "mask_model", device=args.device)
-        if mask_task not in ("seg", "matting"):
-            raise SystemExit(f"--mask_model: {args.mask_model} is a {mask_task} model; give a seg or matting one")
+        if not finds_people(mask_module):
+            raise SystemExit(f"--mask_model: {args.mask_model} is a {mask_task} model, which does not find people; "
+                             f"give a segmentation or matting one")
         mask_model = Model(mask_module, mask_task, out / "mask_model")
     if args.compile:
         for m in models + ([mask_model] if mask_model else []):

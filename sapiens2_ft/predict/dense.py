@@ -41,14 +41,6 @@ def dense_maps(module, originals: list[np.ndarray]) -> list[dict[str, torch.Tens
              for name, value in outputs.items()} for i, (image, matrix) in enumerate(zip(originals, matrices))]
 
 
-def figure_mask(mask_task: str, outputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """(1, 1, H, W) bool: the people in an image, from a seg model (any class but 0) or a matting model
-    (alpha >= 0.5)."""
-    if mask_task == "seg":
-        return (outputs["logits"].argmax(1, keepdim=True) > 0).cpu()
-    return (outputs["alpha"] >= 0.5).cpu()
-
-
 def dense_files(module, image: np.ndarray, maps: dict, mask: torch.Tensor | None) -> dict:
     """One image's files (``module.prediction_files``: suffix -> array). ``mask`` (1, 1, H, W) keeps the pictures
     of normals and depth to the people."""

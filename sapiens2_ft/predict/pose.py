@@ -14,10 +14,9 @@ from datamodules.transforms import affine
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.predict.inputs import output_name
 from sapiens2_ft.tasks.pose.metric import rescore
-from sapiens2_ft.tasks.visualize import draw_keypoints
+from sapiens2_ft.tasks.pose.draw import draw_people
 
 KEYPOINT_SCORE_THRESHOLD = 0.2  # instance rescoring, as in validation
-DRAW_SCORE_THRESHOLD = 0.3
 
 
 @torch.no_grad()
@@ -40,13 +39,6 @@ def estimate(module, images: list[np.ndarray], boxes: list[np.ndarray], batch_si
             people[i].append({"points": affine.transform_points(coords[k], affine.invert(matrix)),
                               "scores": scores[k], "score": float(instance_scores[k]), "bbox": box[:4]})
     return people
-
-
-def draw_people(image: np.ndarray, people: list[dict], skeleton) -> np.ndarray:
-    overlay = image.copy()
-    for person in people:
-        overlay = draw_keypoints(overlay, person["points"], person["scores"] > DRAW_SCORE_THRESHOLD, skeleton)
-    return overlay
 
 
 def coco_results(image_id: int, people: list[dict]) -> list[dict]:

@@ -1,5 +1,8 @@
 """The prediction loop: images read ``batch_size`` at a time, every model run on the chunk (``infer_chunk``), each
-model's files written into its folder, and (with several models) one multi-task sheet per image."""
+model's files written into its folder, and (with several models) one multi-task sheet per image.
+
+Where the people are comes from ``--mask_model``, else from the first ``--model`` whose task finds people
+(``TaskModule.people``: seg, matting); the tasks with ``people_only_pictures`` (normals, depth) draw them alone."""
 
 from __future__ import annotations
 
@@ -11,15 +14,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from sapiens2_ft.predict.boxes import BoxSource, SegBoxes, whole_image
-from sapiens2_ft.predict.dense import dense_files, dense_maps, figure_mask
+from sapiens2_ft.predict.boxes import BoxSource, PeopleBoxes, whole_image
+from sapiens2_ft.predict.dense import dense_files, dense_maps
 from sapiens2_ft.predict.inputs import output_name, read_chunks
 from sapiens2_ft.predict.pose import PoseResults, estimate
 from sapiens2_ft.predict.sheet import sheet
-from sapiens2_ft.tasks.base import write_arrays
+from sapiens2_ft.tasks.base import finds_people, write_arrays
 from sapiens2_ft.tasks.registry import task_spec
-
-MASKED_TASKS = ("normal", "pointmap")  # their pictures show the people only when a seg or matting result exists
 
 
 @dataclass
@@ -32,23 +33,23 @@ class Model:
 
     @property
     def is_pose(self) -> bool:
-        return task_spec(self.task).predictor == "pose"
+        return task_spec(self.task).predictor == "crops"
 
 
-def people_masks(maps: dict, mask_model: Model | None, images) -> list | None:
-    """Per image, the people (1, 1, H, W) from ``mask_model``, else from a seg (or matting) model's ``maps``;
-    None without either."""
+def people_masks(models: list[Model], maps: dict, mask_model: Model | None, images) -> list | None:
+    """Per image, the people (H, W) bool from ``mask_model``, else from the first model that finds people (its
+    ``maps``); None without one."""
     if mask_model is not None:
-        return [figure_mask(mask_model.task, o) for o in dense_maps(mask_model.module, images)]
-    for task in ("seg", "matting"):
-        if task in maps:
-            return [figure_mask(task, o) for o in maps[task]]
+        return [mask_model.module.people(o)[0] for o in dense_maps(mask_model.module, images)]
+    for m in models:
+        if m.task in maps and finds_people(m.module):
+            return [m.module.people(o)[0] for o in maps[m.task]]
     return None
 
 
 def person_boxes(models: list[Model], maps: dict, source: BoxSource, keys: list[str], images) -> list[np.ndarray]:
     """The chunk's person boxes; boxes from a seg model that also runs as a ``--model`` reuse its outputs."""
-    if isinstance(source, SegBoxes):
+    if isinstance(source, PeopleBoxes):
         for m in models:
             if m.module is source.module:
                 return source.from_maps(maps[m.task])
@@ -57,10 +58,11 @@ def person_boxes(models: list[Model], maps: dict, source: BoxSource, keys: list[
 
 @torch.no_grad()
 def infer_chunk(models: list[Model], keys: list[str], images: list[np.ndarray], source: BoxSource,
-                batch_size: int, mask_model: Model | None = None) -> list[dict]:
-    """Per image, per task: pose's people (``estimate``) or a dense task's files (``dense_files``)."""
+                batch_size: int, mask_model: Model | None = None) -> tuple[list[dict], list | None]:
+    """Per image, per task: pose's people (``estimate``) or a dense task's files (``dense_files``); and per image
+    the people (H, W) bool, None where no model finds them."""
     maps = {m.task: dense_maps(m.module, images) for m in models if not m.is_pose}
-    masks = people_masks(maps, mask_model, images)
+    masks = people_masks(models, maps, mask_model, images)
     results: list[dict] = [{} for _ in images]
     boxes = person_boxes(models, maps, source, keys, images) if any(m.is_pose for m in models) else None
     for m in models:
@@ -69,9 +71,9 @@ def infer_chunk(models: list[Model], keys: list[str], images: list[np.ndarray], 
                 results[i][m.task] = people
         else:
             for i, image in enumerate(images):
-                mask = masks[i] if masks is not None and m.task in MASKED_TASKS else None
+                mask = masks[i][None, None] if masks is not None and m.module.people_only_pictures else None
                 results[i][m.task] = dense_files(m.module, image, maps[m.task][i], mask)
-    return results
+    return results, masks
 
 
 def predict_images(models: list[Model], images: dict[str, Path], batch_size: int, source: BoxSource = whole_image,
@@ -91,8 +93,8 @@ def predict_images(models: list[Model], images: dict[str, Path], batch_size: int
         progress.update(unreadable)
         if not keys:
             continue
-        results = infer_chunk(models, keys, originals, source, batch_size, mask_model)
-        for key, image, result in zip(keys, originals, results):
+        results, masks = infer_chunk(models, keys, originals, source, batch_size, mask_model)
+        for i, (key, image, result) in enumerate(zip(keys, originals, results)):
             for m in models:
                 if m.is_pose:
                     pose[m.task].add(key, ids[key], image, result[m.task])
@@ -102,7 +104,8 @@ def predict_images(models: list[Model], images: dict[str, Path], batch_size: int
             if sheets is not None:
                 path = sheets / f"{output_name(key)}.jpg"
                 path.parent.mkdir(parents=True, exist_ok=True)
-                cv2.imwrite(str(path), sheet(image, result, modules)[..., ::-1])
+                people = masks[i].numpy() if masks is not None else None
+                cv2.imwrite(str(path), sheet(image, result, modules, people)[..., ::-1])
         progress.update(len(keys))
     progress.close()
     for task, writer in pose.items():

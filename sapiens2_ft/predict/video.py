@@ -134,14 +134,16 @@ def predict_video(models: list[Model], frames: Frames, out: Path, batch_size: in
     try:
         for chunk in background(chunks(frames, batch_size)):  # the next frames decode while these are in the models
             keys = [f"frame{index + k:06d}" for k in range(len(chunk))]
-            for frame, result in zip(chunk, infer_chunk(models, keys, chunk, source, batch_size, mask_model)):
+            results, masks = infer_chunk(models, keys, chunk, source, batch_size, mask_model)
+            for k, (frame, result) in enumerate(zip(chunk, results)):
                 record = {"frame": index, "time": round(index / frames.fps, 4)}
                 for task, tracker in trackers.items():
                     people = result[task]
                     for person, track_id in zip(people, tracker.update(np.array([p["bbox"] for p in people]))):
                         person["track_id"] = track_id
                     record["people"] = [person_record(p) for p in people]
-                picture = sheet(frame, result, modules, legend=False)[..., ::-1]
+                people = masks[k].numpy() if masks is not None else None
+                picture = sheet(frame, result, modules, people, legend=False)[..., ::-1]
                 if writer is None:
                     writer = cv2.VideoWriter(str(video_file), cv2.VideoWriter_fourcc(*"mp4v"), frames.fps,
                                              (picture.shape[1], picture.shape[0]))

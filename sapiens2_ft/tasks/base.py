@@ -26,7 +26,6 @@ from sapiens2_ft.compat import attached_trainer
 from sapiens2_ft.models.adapters import LoraOptions, adapt, trainable_summary
 from sapiens2_ft.models.checkpoints import RECORD_KEY, model_record
 from sapiens2_ft.models.factory import LoadReport
-from sapiens2_ft.models.init_from import build_from_run
 from sapiens2_ft.models.optim import OptimConfig, build_optimizer
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.models.sharding import ScaleConfig, place_model
@@ -80,6 +79,10 @@ class TaskInterface(Protocol):
 
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict[str, np.ndarray]:
         """``{file suffix: array}`` saved for sample ``i`` (``.png`` uint8 maps, ``.npy`` float arrays), or ``{}``."""
+
+    def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
+        """(title, RGB picture) of one image's prediction for predict's sheets and videos (``result``: pose's people,
+        a dense task's ``prediction_files``); ``people`` (H, W) bool where another model found them."""
 
 
 def first_samples(batch: dict, count: int) -> dict:
@@ -208,11 +211,8 @@ class TaskModule(L.LightningModule):
         hp = self.hparams
         common = dict(pos_embed_rescale=hp.pos_embed_rescale, attn_implementation=hp.attn_implementation,
                       **self.model_options())
-        if hp.init_from:
-            return build_from_run(hp.init_from, model_class(self.task), self.task, self.labels, hp.input_size,
-                                  dict(self.spec.heads), kind=self.spec.label_kind, **common)
-        return build_task_model(self.task, self.labels, hp.input_size, pretrained=hp.pretrained, size=hp.size,
-                                head=hp.head, **common)
+        return build_task_model(self.task, self.labels, hp.input_size, init_from=hp.init_from,
+                                pretrained=hp.pretrained, size=hp.size, head=hp.head, **common)
 
     def configure_model(self) -> None:
         """Build and place ``self.model`` once: sharded over the device mesh when the strategy has one."""
@@ -241,6 +241,19 @@ class TaskModule(L.LightningModule):
 
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict[str, np.ndarray]:
         return {}
+
+    # -- what predict asks of a task beyond its outputs (the tasks that have it override these) -------------
+
+    people_only_pictures: bool = False  # its saved pictures show the people alone, when a model finds them
+
+    def people(self, outputs: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Where the people are in one image's outputs (``predict.dense.dense_maps``): (foreground (H, W) bool,
+        its probability (H, W) float), on the CPU; None for a task that does not tell people from background."""
+        return None
+
+    def sheet_legend(self, row: np.ndarray, result) -> np.ndarray:
+        """Predict's sheet ``row`` with this task's legend below it (seg: the classes of ``result``)."""
+        return row
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -304,3 +317,8 @@ class TaskModule(L.LightningModule):
 
     def configure_optimizers(self):
         return training_optimizer(self, self.model, self.optim, self.model.config.num_hidden_layers)
+
+
+def finds_people(module: TaskModule) -> bool:
+    """Whether ``module``'s task tells people from background (it overrides ``TaskModule.people``)."""
+    return type(module).people is not TaskModule.people

@@ -17,10 +17,18 @@ from datamodules.body_parts import SAPIENS2_PART_CLASSES, resolve_class_names
 from datamodules.dense_targets import TARGETS, TargetSpec
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft.models.factory import LoadReport, build_model
-from sapiens2_ft.tasks import heads, sample_pictures
+from sapiens2_ft.models.init_from import build_from_run
+from sapiens2_ft.tasks import heads
+from sapiens2_ft.tasks.matting import draw as matting_draw
+from sapiens2_ft.tasks.normal import draw as normal_draw
+from sapiens2_ft.tasks.pointmap import draw as pointmap_draw
+from sapiens2_ft.tasks.pointmap.scale_head import fit_scale_head
+from sapiens2_ft.tasks.pose import draw as pose_draw
+from sapiens2_ft.tasks.seg import draw as seg_draw
 
 POSE_DATA = "datamodules.pose_datamodule.PoseDataModule"
 DENSE_DATA = "datamodules.dense_datamodule.DenseDataModule"
+DEFAULT_TASK = "pose"  # a config without a ``task`` key
 KEYPOINT_LINKS = (("data.keypoints", "model.keypoints"), ("data.input_size", "model.input_size"))
 DENSE_LINKS = (("task", "data.task"), ("data.input_size", "model.input_size"))
 
@@ -42,11 +50,13 @@ class TaskSpec:
         released_labels: Names of the rows of a released head whose config carries none (read lazily).
         links: ``parser.link_arguments`` of the CLI: ``(source, target)`` or ``(sources, target, compute_fn)``.
         targets: Its dense target spec in the data layer (``datamodules/dense_targets``), if a dense task.
-        predictor: How ``python -m sapiens2_ft.predict`` runs it: ``pose`` (person crops) or ``dense``
-            (whole images); None: not runnable there.
+        predictor: How ``python -m sapiens2_ft.predict`` runs it: on ``crops`` (one per person box) or on whole
+            ``images``; None: not runnable there.
         processor: Settings of its exported ``preprocessor_config.json`` beyond the normalisation.
-        draw_sample: How the data-check sheet draws one training sample and its targets
-            (``tasks/sample_pictures.py``); None: no sheet.
+        draw_sample: How the data-check sheet draws one training sample and its targets (the task's
+            ``draw.py``, which also draws its panels and predict pictures); None: no sheet.
+        fit_model: Adapts a built or loaded model to the run's input size, noting changes in the load report, and
+            checks it can run there (pointmap: its scale MLP); None: nothing to adapt.
     """
 
     name: str
@@ -61,9 +71,10 @@ class TaskSpec:
     released_labels: Callable[[], Sequence[str]] | None = None
     links: tuple = ()
     targets: TargetSpec | None = None
-    predictor: Literal["pose", "dense"] | None = None
+    predictor: Literal["crops", "images"] | None = None
     processor: Mapping[str, object] = field(default_factory=dict)
     draw_sample: Callable | None = None
+    fit_model: Callable[[nn.Module, LoadReport], None] | None = None
 
 
 def _sapiens2_308() -> list[str]:
@@ -73,31 +84,31 @@ def _sapiens2_308() -> list[str]:
 def _dense(name: str, module: str, model_class: str, monitor: tuple[str, str], **kwargs) -> TaskSpec:
     """A dense task: the dense data module, its target spec, the dense predictor."""
     return TaskSpec(name, f"sapiens2_ft.tasks.{name}.module.{module}", DENSE_DATA, monitor, model_class,
-                    targets=TARGETS[name], predictor="dense", **{"links": DENSE_LINKS, **kwargs})
+                    targets=TARGETS[name], predictor="images", **{"links": DENSE_LINKS, **kwargs})
 
 
 TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
     TaskSpec("pose", "sapiens2_ft.tasks.pose.module.PoseModule", POSE_DATA, ("val/AP", "max"),
              "Sapiens2ForPoseEstimation", label_kind="keypoint", label_arg="keypoints", heads=heads.POSE_HEADS,
-             released_labels=_sapiens2_308, links=KEYPOINT_LINKS, predictor="pose",
+             released_labels=_sapiens2_308, links=KEYPOINT_LINKS, predictor="crops",
              processor={"do_pad": False, "keypoint_heatmap_downscale_factor": 4},
-             draw_sample=sample_pictures.draw_pose),
+             draw_sample=pose_draw.draw_sample),
     _dense("seg", "SegmentationModule", "Sapiens2ForSemanticSegmentation", ("val/mIoU", "max"),
            label_kind="class", label_arg="class_names", heads=heads.SEG_HEADS,
            released_labels=lambda: SAPIENS2_PART_CLASSES,
            links=DENSE_LINKS + ((("data.num_classes", "data.class_names"), "model.class_names", resolve_class_names),),
-           draw_sample=sample_pictures.draw_seg,
+           draw_sample=seg_draw.draw_sample,
            processor={"do_pad": False}),  # transformers' seg post-processing expects a stretched input
     _dense("normal", "NormalModule", "Sapiens2ForNormalEstimation", ("val/angle_mean", "min"),
            outputs=("normal_x", "normal_y", "normal_z"), heads=heads.PIXEL_SHUFFLE_HEADS,
-           draw_sample=sample_pictures.draw_normal,
+           draw_sample=normal_draw.draw_sample,
            processor={"do_pad": True}),  # letterboxed as in training; the post-processing removes the padding
     _dense("pointmap", "PointmapModule", "Sapiens2ForPointmapEstimation", ("val/l2", "min"),
            outputs=("x", "y", "z"), heads=heads.POINTMAP_HEADS, processor={"do_pad": True},
-           draw_sample=sample_pictures.draw_pointmap),
+           draw_sample=pointmap_draw.draw_sample, fit_model=fit_scale_head),
     _dense("matting", "MattingModule", "Sapiens2ForImageMatting", ("val/sad", "min"),
            outputs=("foreground_r", "foreground_g", "foreground_b", "alpha"), heads=heads.PIXEL_SHUFFLE_HEADS,
-           draw_sample=sample_pictures.draw_matting,
+           draw_sample=matting_draw.draw_sample,
            processor={"do_pad": False}),  # transformers' matting post-processing expects a stretched input
     # Pretraining of the demo backbone on every task at once (configs/pretrain_demo_backbone.yaml).
     TaskSpec("multitask", "sapiens2_ft.tasks.multitask.module.MultiTaskModule",
@@ -144,16 +155,28 @@ def label_names(task: str, value) -> list[str]:
     return list(spec.outputs)
 
 
-def build_task_model(task: str, labels: Sequence[str], image_size: Sequence[int],
+def build_task_model(task: str, labels: Sequence[str], image_size: Sequence[int], init_from: str | None = None,
                      **kwargs) -> tuple[nn.Module, LoadReport]:
-    """``models.factory.build_model`` for ``task``: its transformers class, released head layouts and label names.
+    """``task``'s model for ``labels``: ``models.factory.build_model`` with its transformers class, released head
+    layouts and label names, or with ``init_from`` the model of an earlier run (``models.init_from``); then the
+    task's ``fit_model``.
 
-    ``kwargs``: ``pretrained``, ``size``, ``head``, ``pos_embed_rescale``, ``flip_pairs``, ``attn_implementation``.
+    ``kwargs``: ``pretrained``, ``size``, ``head``, ``pos_embed_rescale``, ``flip_pairs``, ``attn_implementation``
+    (with ``init_from``: the last three).
     """
     spec = task_spec(task)
     labels = list(labels)
     if spec.outputs and labels != list(spec.outputs):
         raise ValueError(f"task '{task}' predicts {list(spec.outputs)}, got labels {labels}")
-    released = spec.released_labels() if spec.released_labels else ()
-    return build_model(model_class(task), labels, image_size, dict(spec.heads), released_labels=released,
-                       rows_by_name=not spec.outputs, **kwargs)
+    if init_from:
+        for key in ("pretrained", "size", "head"):
+            kwargs.pop(key, None)
+        model, report = build_from_run(init_from, model_class(task), task, labels, image_size, dict(spec.heads),
+                                       kind=spec.label_kind, **kwargs)
+    else:
+        released = spec.released_labels() if spec.released_labels else ()
+        model, report = build_model(model_class(task), labels, image_size, dict(spec.heads),
+                                    released_labels=released, rows_by_name=not spec.outputs, **kwargs)
+    if spec.fit_model is not None:
+        spec.fit_model(model, report)
+    return model, report

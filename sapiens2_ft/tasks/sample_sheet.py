@@ -2,7 +2,7 @@
 
 ``python -m sapiens2_ft.check_data --show N`` writes it from the training loader, ``train.py`` from the first
 training batch of every run (``<run_dir>/data_check.png``). Each sample is one cell of a grid: the tiles its
-task's ``TaskSpec.draw_sample`` returns (``tasks/sample_pictures.py``), each under a caption strip; below the
+task's ``TaskSpec.draw_sample`` returns (``tasks/<task>/draw.py``), each under a caption strip; below the
 grid a key of the keypoint sides (pose) or a legend of the classes present (seg).
 """
 

@@ -37,17 +37,6 @@ def normal_rgb(normals: np.ndarray, mask: np.ndarray | None = None) -> np.ndarra
     return rgb
 
 
-def depth_turbo(depth: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """Depth (H, W) as a turbo colour map (near = red), scaled to the 2-98 percentiles of the shown pixels."""
-    shown = np.isfinite(depth) & (mask.astype(bool) if mask is not None else True)
-    values = depth[shown]
-    low, high = np.percentile(values, [2, 98]) if values.size else (0.0, 1.0)
-    scaled = np.clip((np.nan_to_num(depth) - low) / max(high - low, 1e-6), 0, 1)
-    rgb = cv2.applyColorMap((255 * (1 - scaled)).astype(np.uint8), cv2.COLORMAP_TURBO)[..., ::-1].copy()
-    rgb[~shown] = 0
-    return rgb
-
-
 def inverse_depth_turbo(depth: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Inverse depth 1 / Z (H, W) as a turbo colour map (near = red), scaled to the 2-98 percentiles of the shown
     pixels: the depth picture of the Sapiens2 model cards. Pixels at Z <= 0 or outside ``mask`` are black."""
@@ -80,22 +69,6 @@ def matte_composite(foreground: np.ndarray, alpha: np.ndarray) -> np.ndarray:
 def gray(values: np.ndarray) -> np.ndarray:
     """(H, W) in [0, 1] -> RGB gray."""
     return np.repeat((np.clip(values, 0, 1) * 255).round().astype(np.uint8)[..., None], 3, axis=2)
-
-
-def draw_keypoints(image: np.ndarray, keypoints: np.ndarray, shown: np.ndarray,
-                   skeleton: Sequence[Sequence[int]], color: tuple[int, int, int] = (0, 255, 0)) -> np.ndarray:
-    """Skeleton links and joints of one person (keypoints (K, 2) pixels, ``shown`` (K,) bool)."""
-    out = np.ascontiguousarray(image.copy())
-    scale = max(1, round(max(image.shape[:2]) / 256))
-    points = [tuple(int(round(v)) for v in p) for p in keypoints]
-    for a, b in skeleton:
-        if shown[a] and shown[b]:
-            cv2.line(out, points[a], points[b], color, scale, cv2.LINE_AA)
-    for k, p in enumerate(points):
-        if shown[k]:
-            cv2.circle(out, p, 2 * scale, (255, 255, 255), -1, cv2.LINE_AA)
-            cv2.circle(out, p, 2 * scale, color, 1, cv2.LINE_AA)
-    return out
 
 
 CAPTION_HEIGHT = 20

@@ -35,7 +35,7 @@ from lightning.pytorch.plugins.environments import ClusterEnvironment, SLURMEnvi
 from sapiens2_ft.compat import cli_value, experiment_started
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
 from sapiens2_ft.resources import config_dir, format_config_list
-from sapiens2_ft.tasks.registry import TASKS, import_class, task_spec
+from sapiens2_ft.tasks.registry import DEFAULT_TASK, TASKS, import_class, task_spec
 from sapiens2_ft.training.callbacks.data_sheet import DataSheet
 from sapiens2_ft.training.callbacks.diagnostics import ValidationDiagnostics
 from sapiens2_ft.training.callbacks.ema_stop import (EarlyStoppingConfig, EMAConfig, early_stopping_callback,
@@ -83,8 +83,8 @@ def resolve_config_args(argv: list[str]) -> list[str]:
 
 
 def task_of(argv: list[str]) -> str:
-    """The ``task`` key of the last config / override that sets it (default pose)."""
-    task = "pose"
+    """The ``task`` key of the last config / override that sets it (default ``DEFAULT_TASK``)."""
+    task = DEFAULT_TASK
     for i, arg in enumerate(argv):
         config = argv[i + 1] if arg == "--config" and i + 1 < len(argv) else (
             arg.split("=", 1)[1] if arg.startswith("--config=") else None)
@@ -134,7 +134,7 @@ class Sapiens2CLI(LightningCLI):
         super().__init__(import_class(self.task.module), import_class(self.task.datamodule), **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
-        parser.add_argument("--task", default="pose", help=f"Task: {', '.join(TASKS)}")
+        parser.add_argument("--task", default=DEFAULT_TASK, help=f"Task: {', '.join(TASKS)}")
         parser.add_argument("--run_dir", default=None, help="Run directory (default: runs/<config>/<timestamp>)")
         parser.add_argument("--resume", default=None,
                             help="Continue a run with its full training state: 'auto' (the latest run of this "

@@ -20,9 +20,10 @@ from wandb_records import logged_keys
 from datamodules.dense_datamodule import DenseDataModule
 from sapiens2_ft import check_data
 from sapiens2_ft.models.preprocessing import normalize_images
-from sapiens2_ft.tasks.sample_pictures import LEFT, RIGHT, SIDE_COLORS, display_image
+from sapiens2_ft.tasks.pose.draw import LEFT, RIGHT, SIDE_COLORS
+from sapiens2_ft.tasks.sample_pictures import display_image
 from sapiens2_ft.tasks.sample_sheet import GAP, SHEET_FILE, data_sheet, sheet_labels
-from sapiens2_ft.tasks.visualize import CAPTION_HEIGHT, palette
+from sapiens2_ft.tasks.visualize import CAPTION_HEIGHT, checkerboard, palette
 from sapiens2_ft.training.callbacks.data_sheet import DataSheet
 from sapiens2_ft.training.cli import main as train_main, resolve_config_args, task_of
 
@@ -159,9 +160,10 @@ def test_dense_target_pictures(dense_root, task):
         (xi, yi, _, _), (x, y, w, h) = sheet.boxes[n]
         assert np.array_equal(sheet.picture[yi:yi + h, xi:xi + w], item["image"].permute(1, 2, 0).numpy())
         target = sheet.picture[y:y + h, x:x + w].astype(float)
-        if task == "matting":  # alpha as gray: 0 black, 1 white
-            expected = item["alpha"][0].numpy() * 255
-            assert np.abs(target - expected[..., None]).max() <= 0.5
+        if task == "matting":  # the image cut out by its alpha, over a checkerboard
+            alpha = item["alpha"][0].numpy()[..., None]
+            expected = alpha * item["image"].permute(1, 2, 0).numpy() + (1 - alpha) * checkerboard(h, w)
+            assert np.abs(target - expected).max() <= 0.5 and 0.02 < (alpha > 0.5).mean() < 0.98
             continue
         mask = item["mask"].numpy().reshape(h, w).astype(bool)
         assert mask.mean() > 0.02 and (target[~mask] == 0).all()  # outside the person: black

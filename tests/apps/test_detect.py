@@ -125,7 +125,7 @@ def test_box_options_are_checked(pose_run, seg_checkpoint, tiny_coco, tmp_path):
     pose = ["--model", str(pose_run[0] / "export"), *base]
     with pytest.raises(SystemExit, match="one of --boxes, --detector"):
         predict.main([*pose, "--boxes", str(tiny_coco / VAL_ANN), "--detector", "x/y"])
-    with pytest.raises(SystemExit, match="is a pose model; give a seg one"):
+    with pytest.raises(SystemExit, match="is a pose model, which does not find people"):
         predict.main([*pose, "--boxes_from_seg", str(pose_run[0] / "export")])
     with pytest.raises(SystemExit, match="are for pose models"):
         predict.main(["--model", str(seg_checkpoint), *base, "--detector", "x/y"])

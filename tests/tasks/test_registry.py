@@ -37,7 +37,8 @@ def test_each_entry_names_importable_classes_of_its_task(task):
         return
     assert model_class(task) is getattr(transformers, spec.model_class)
     assert task_of_architecture(spec.model_class) == task
-    assert issubclass(module, TaskModule) and spec.predictor in ("pose", "dense")
+    assert issubclass(module, TaskModule) and spec.predictor in ("crops", "images")
+    assert callable(getattr(module, "picture", None)) and spec.draw_sample is not None  # its one drawing
     assert "0.4b" in spec.heads and "tiny" in spec.heads  # the fallback layout and the CPU-sized one
     assert bool(spec.outputs) != bool(spec.label_arg)  # fixed channels, or a label set given by one argument
     if spec.label_arg:

@@ -8,7 +8,8 @@ import pytest
 from conftest import pose_run_args
 from wandb_records import logged_keys
 
-from sapiens2_ft.tasks.visualize import CAPTION_HEIGHT, depth_turbo, label_overlay, matte_composite, normal_rgb
+from sapiens2_ft.tasks.visualize import (CAPTION_HEIGHT, inverse_depth_turbo, label_overlay, matte_composite,
+                                         normal_rgb)
 from sapiens2_ft.training.results_page import metric_family, read_metrics, write_results_png
 from sapiens2_ft.training.tracking import wandb_mode
 
@@ -88,7 +89,7 @@ def test_visualisations_show_what_they_claim():
     depth = np.tile(np.linspace(1, 5, 8), (8, 1))
     mask = np.ones((8, 8), bool)
     mask[:, -1] = False
-    turbo = depth_turbo(depth, mask)
+    turbo = inverse_depth_turbo(depth, mask)
     assert (turbo[:, -1] == 0).all() and turbo[:, 0].astype(int).sum() != turbo[:, -2].astype(int).sum()
     alpha = np.zeros((8, 8))
     alpha[:, :4] = 1

@@ -19,7 +19,8 @@ from sapiens2_ft.tasks.base import TaskModule, check_weight_names
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.matting.loss import DEFAULT_WEIGHTS, estimate_background, matting_loss
 from sapiens2_ft.tasks.matting.metric import MattingMetrics
-from sapiens2_ft.tasks.visualize import gray, image_rgb, matte_composite, side_by_side, to_png
+from sapiens2_ft.tasks.matting import draw
+from sapiens2_ft.tasks.visualize import image_rgb, side_by_side, to_png
 
 
 class MattingModule(TaskModule):
@@ -55,13 +56,22 @@ class MattingModule(TaskModule):
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
         alpha = outputs["alpha"][i, 0].float().cpu()
         foreground = (outputs["foreground"][i].float().cpu().permute(1, 2, 0).numpy() * 255).clip(0, 255)
-        composite = matte_composite(foreground, alpha.numpy())
+        composite = draw.picture(foreground, alpha.numpy())
         return {"_alpha.png": to_png(alpha), "_foreground.png": to_png(outputs["foreground"][i]),
                 "_composite.png": np.ascontiguousarray(composite[..., ::-1])}
 
     def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
-        alpha = outputs["alpha"][i, 0].float().numpy()
+        """The image, cut out by the true and by the predicted alpha, and the predicted foreground cut out."""
+        image, alpha = image_rgb(batch, i), outputs["alpha"][i, 0].float().numpy()
         foreground = (outputs["foreground"][i].float().permute(1, 2, 0).numpy() * 255).clip(0, 255)
-        pictures = [image_rgb(batch, i), gray(batch["alpha"][i, 0].numpy()), gray(alpha),
-                    matte_composite(foreground, alpha)]
-        return "matting", side_by_side(pictures, ["image", "alpha truth", "alpha predicted", "composite"])
+        pictures = [image, draw.picture(image, batch["alpha"][i, 0].numpy()), draw.picture(image, alpha),
+                    draw.picture(foreground, alpha)]
+        return "matting", side_by_side(pictures, ["image", "ground truth", "prediction", "predicted foreground"])
+
+    def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
+        return draw.TITLE, draw.picture(image, result["_alpha.png"] / 255.0)
+
+    def people(self, outputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Alpha >= 0.5; probability the alpha."""
+        alpha = outputs["alpha"][0, 0].float()
+        return (alpha >= 0.5).cpu(), alpha.cpu()

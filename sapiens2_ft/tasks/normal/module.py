@@ -17,7 +17,8 @@ from sapiens2_ft.tasks.base import TaskModule
 from sapiens2_ft.tasks.dense_maps import resize_to, unit_vectors
 from sapiens2_ft.tasks.normal.loss import normal_loss
 from sapiens2_ft.tasks.normal.metric import NormalMetrics
-from sapiens2_ft.tasks.visualize import image_rgb, normal_rgb, side_by_side, to_png
+from sapiens2_ft.tasks.normal import draw
+from sapiens2_ft.tasks.visualize import image_rgb, side_by_side, to_png
 
 
 class NormalModule(TaskModule):
@@ -32,6 +33,7 @@ class NormalModule(TaskModule):
     """
 
     task = "normal"
+    people_only_pictures = True
 
     def __init__(self, cos_weight: float = 10.0, l1_weight: float = 1.0, grad_weight: float = 10.0, **kwargs):
         super().__init__(**kwargs)
@@ -57,6 +59,9 @@ class NormalModule(TaskModule):
 
     def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
         mask = batch["mask"][i].squeeze(0).numpy()  # the figure: background pixels have no normal to show
-        truth = normal_rgb(batch["normals"][i].permute(1, 2, 0).numpy(), mask)
-        predicted = normal_rgb(unit_vectors(outputs["normals"][i].float(), dim=0).permute(1, 2, 0).numpy(), mask)
+        truth = draw.picture(batch["normals"][i].permute(1, 2, 0).numpy(), mask)
+        predicted = draw.picture(unit_vectors(outputs["normals"][i].float(), dim=0).permute(1, 2, 0).numpy(), mask)
         return "normals", side_by_side([image_rgb(batch, i), truth, predicted], ["image", "ground truth", "prediction"])
+
+    def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
+        return draw.TITLE, draw.picture(result[".npy"].astype(np.float32), people)

@@ -8,7 +8,7 @@ Train: ``pointmap_loss`` on canonical XYZ over valid pixels (L1, multi-scale L1,
 L1, SiLog on Z, intrinsics and normal consistency, scale L1). Val: metric-space L2, per-axis MAE,
 RMSE, % within 5 / 10 / 20 cm and normal angle, using the predicted scale (the ground-truth one
 without a scale branch); the first validation pointmaps are written to ``<run_dir>/predictions/``
-as ``NAME.npy`` (HxWx3 metric XYZ, float32) and ``NAME_depth.png`` (turbo colour map of Z).
+as ``NAME.npy`` (HxWx3 metric XYZ, float32) and ``NAME_depth.png`` (turbo colour map of 1 / Z).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from sapiens2_ft.tasks.base import TaskModule, check_weight_names
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.pointmap.loss import DEFAULT_WEIGHTS, pointmap_loss
 from sapiens2_ft.tasks.pointmap.metric import PointmapMetrics
-from sapiens2_ft.tasks.visualize import depth_turbo, image_rgb, side_by_side
+from sapiens2_ft.tasks.pointmap import draw
+from sapiens2_ft.tasks.visualize import image_rgb, side_by_side
 
 
 MIN_SCALE = 1e-3
@@ -35,8 +36,8 @@ def to_metric(canonical: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 
 def depth_png(z: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """Turbo colour map of depth for ``cv2.imwrite`` (BGR), scaled over the masked pixels."""
-    return np.ascontiguousarray(depth_turbo(z, mask)[..., ::-1])
+    """The task's picture of depth (``draw.picture``) for ``cv2.imwrite`` (BGR)."""
+    return np.ascontiguousarray(draw.picture(z, mask)[..., ::-1])
 
 
 class PointmapModule(TaskModule):
@@ -51,6 +52,7 @@ class PointmapModule(TaskModule):
     """
 
     task = "pointmap"
+    people_only_pictures = True
 
     def __init__(self, loss_weights: dict[str, float] = dict(DEFAULT_WEIGHTS), canonical_focal: float = 768.0,
                  **kwargs):
@@ -102,5 +104,8 @@ class PointmapModule(TaskModule):
         mask = batch["mask"][i].squeeze(0).numpy().astype(bool)
         truth = to_metric(batch["pointmap"][i:i + 1], batch["scale"][i:i + 1])[0, 2].numpy()
         predicted = self._metric(outputs, batch)[i, 2].numpy()
-        pictures = [image_rgb(batch, i), depth_turbo(truth, mask), depth_turbo(predicted, mask)]
-        return "depth", side_by_side(pictures, ["image", "depth truth", "depth predicted"])
+        pictures = [image_rgb(batch, i), draw.picture(truth, mask), draw.picture(predicted, mask)]
+        return "depth", side_by_side(pictures, ["image", "ground truth", "prediction"])
+
+    def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
+        return draw.TITLE, draw.picture(result[".npy"][..., 2], people)

@@ -28,9 +28,9 @@ from sapiens2_ft.tasks.pose.codec import (
 )
 from sapiens2_ft.tasks.pose.loss import heatmap_cross_entropy, weighted_heatmap_mse
 from sapiens2_ft.tasks.pose.metric import CocoKeypointAP
-from sapiens2_ft.tasks.visualize import MIN_PANEL_HEIGHT, draw_keypoints, enlarge, image_rgb, side_by_side
+from sapiens2_ft.tasks.pose import draw
+from sapiens2_ft.tasks.visualize import MIN_PANEL_HEIGHT, enlarge, image_rgb, side_by_side
 
-PANEL_SCORE_THRESHOLD = 0.3  # predicted keypoints drawn in the dashboard panels
 LOSSES = {"mse": weighted_heatmap_mse, "heatmap_ce": heatmap_cross_entropy}
 # heatmap_ce heads output logits: this ``config.heatmap_output`` tells exported models' users (predict, the API).
 LOGITS_OUTPUT = "logits"
@@ -146,10 +146,14 @@ class PoseModule(TaskModule):
         def at_scale(points):  # pixel centres of the crop -> of the enlarged crop
             return (points.float().numpy() + 0.5) * f - 0.5
 
-        truth = draw_keypoints(big, at_scale(batch["keypoints"][i]), batch["keypoint_weights"][i].numpy() > 0, skeleton)
-        shown = outputs["scores"][i].float().numpy() > PANEL_SCORE_THRESHOLD
-        predicted = draw_keypoints(big, at_scale(outputs["coords"][i]), shown, skeleton, (255, 128, 0))
+        truth = draw.skeleton(big, at_scale(batch["keypoints"][i]), batch["keypoint_weights"][i].numpy() > 0, skeleton,
+                              draw.TRUTH_COLOR)
+        shown = outputs["scores"][i].float().numpy() > draw.KEYPOINT_DRAW_THRESHOLD
+        predicted = draw.skeleton(big, at_scale(outputs["coords"][i]), shown, skeleton, draw.PREDICTED_COLOR)
         return "pose", side_by_side([truth, predicted], ["ground truth", "prediction"])
+
+    def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
+        return f"pose ({len(result)} people)", draw.draw_people(image, result, self.metainfo.skeleton)
 
     def write_validation_outputs(self, run_dir: Path) -> None:
         """``predictions.json``: COCO keypoint results of the last validation (after rescoring and OKS-NMS)."""

@@ -18,7 +18,8 @@ from sapiens2_ft.tasks.base import TaskModule
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.seg.loss import default_class_weights, segmentation_loss
 from sapiens2_ft.tasks.seg.metric import SegmentationMetrics
-from sapiens2_ft.tasks.visualize import image_rgb, label_overlay, side_by_side, with_legend
+from sapiens2_ft.tasks.seg import draw
+from sapiens2_ft.tasks.visualize import image_rgb, side_by_side, with_legend
 
 
 class SegmentationModule(TaskModule):
@@ -74,14 +75,25 @@ class SegmentationModule(TaskModule):
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
         """``NAME.png``: predicted class ids; ``NAME_overlay.png``: their colours over the image."""
         labels = outputs["logits"][i].argmax(0).to(torch.uint8).cpu().numpy()
-        overlay = label_overlay(image_rgb(batch, i), labels, len(self.class_names))
+        overlay = draw.picture(image_rgb(batch, i), labels, len(self.class_names))
         return {".png": labels, "_overlay.png": np.ascontiguousarray(overlay[..., ::-1])}
 
     def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
         image, classes = image_rgb(batch, i), len(self.class_names)
         labels, predicted_labels = batch["labels"][i].numpy(), outputs["logits"][i].argmax(0).numpy()
-        truth = label_overlay(image, labels, classes, ignore_index=self.hparams.ignore_index)
-        predicted = label_overlay(image, predicted_labels, classes)
+        truth = draw.picture(image, labels, classes, self.hparams.ignore_index)
+        predicted = draw.picture(image, predicted_labels, classes)
         panel = side_by_side([image, truth, predicted], ["image", "ground truth", "prediction"])
-        shown = np.union1d(np.unique(labels[labels < classes]), np.unique(predicted_labels))
-        return "segmentation", with_legend(panel, self.class_names, [int(c) for c in shown if c > 0])
+        shown = sorted(set(draw.classes_shown(labels, classes)) | set(draw.classes_shown(predicted_labels, classes)))
+        return "segmentation", with_legend(panel, self.class_names, shown)
+
+    def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
+        return draw.TITLE, draw.picture(image, result[".png"], len(self.class_names))
+
+    def sheet_legend(self, row: np.ndarray, result) -> np.ndarray:
+        return with_legend(row, self.class_names, draw.classes_shown(result[".png"], len(self.class_names)))
+
+    def people(self, outputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Any class but background (0); probability 1 - p(background)."""
+        probs = outputs["logits"][0].float().softmax(0)
+        return (probs.argmax(0) > 0).cpu(), (1 - probs[0]).cpu()
