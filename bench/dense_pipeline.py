@@ -25,9 +25,9 @@ import cv2  # noqa: E402
 import torch  # noqa: E402
 
 from bench.timing import paired  # noqa: E402
-from datamodules import dense_augment, dense_geometry  # noqa: E402
+from datamodules.dense import augment as dense_augment, geometry as dense_geometry  # noqa: E402
 from datamodules.dense_dataset import DenseDataset  # noqa: E402
-from datamodules.dense_files import list_samples  # noqa: E402
+from datamodules.dense.files import list_samples  # noqa: E402
 from datamodules.synthetic import generate_dataset  # noqa: E402
 
 GEOMETRY = {"seg": dict(scale_prob=1.0, crop_prob=0.3, rotate_prob=0.5),

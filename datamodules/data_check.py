@@ -16,8 +16,8 @@ from pathlib import Path
 from lightning.pytorch.utilities import rank_zero_warn
 from tqdm import tqdm
 
-from datamodules.dense_files import list_images
-from datamodules.dense_targets import target_spec
+from datamodules.dense.files import list_images
+from datamodules.dense.targets import target_spec
 from datamodules.errors import DataError
 from datamodules.images import read_image
 from datamodules.keypoints.metainfo import KeypointMetainfo

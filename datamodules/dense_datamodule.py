@@ -1,4 +1,4 @@
-"""Dense-task (segmentation, normals, pointmap, matting) DataModule; file layout in ``dense_files``."""
+"""Dense-task (segmentation, normals, pointmap, matting) DataModule; file layout in ``dense.files``."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from torch.utils.data import DataLoader
 from datamodules.base import SampleDataModule
 from datamodules.body_parts import resolve_class_names
 from datamodules.data_check import DataReport, check_dense, fail_or_warn
-from datamodules.dense_augment import DenseAugment, resolve_augment, validation_fit
+from datamodules.dense.augment import DenseAugment, resolve_augment, validation_fit
 from datamodules.dense_dataset import DenseDataset
-from datamodules.dense_files import list_samples
-from datamodules.dense_filters import DenseFilter
-from datamodules.dense_geometry import flip_classes_from_names
-from datamodules.dense_targets import DenseTask, target_spec
+from datamodules.dense.files import list_samples
+from datamodules.dense.filters import DenseFilter
+from datamodules.dense.geometry import flip_classes_from_names
+from datamodules.dense.targets import DenseTask, target_spec
 from datamodules.errors import DataError
 from datamodules.hparams import as_dataclass, as_dataclasses
 from datamodules.mixing import MixedDataset
@@ -27,7 +27,7 @@ class DenseSource:
     """One training dataset of a ``data.train`` mix.
 
     Args:
-        root: Its dataset folder (the layout of ``dense_files``).
+        root: Its dataset folder (the layout of ``dense.files``).
         split: Its split folder under ``root``.
         repeat: Times each sample is drawn per epoch (a fraction: a fresh random subset every epoch).
         name: Its name in the logs, the summary and the dashboard (default: the root folder's name).

@@ -1,4 +1,4 @@
-"""One image + its dense targets -> one training or validation sample (see ``dense_files`` for the layout)."""
+"""One image + its dense targets -> one training or validation sample (see ``dense.files`` for the layout)."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from datamodules.dense_augment import DenseAugment, resolve_augment, validation_fit
-from datamodules.dense_files import DenseSample
-from datamodules.dense_filters import DenseFilter
-from datamodules.dense_geometry import CANONICAL_FOCAL
-from datamodules.dense_targets import target_spec
-from datamodules.dense_targets.readers import chw
-from datamodules.dense_transforms import DenseTransform
+from datamodules.dense.augment import DenseAugment, resolve_augment, validation_fit
+from datamodules.dense.files import DenseSample
+from datamodules.dense.filters import DenseFilter
+from datamodules.dense.geometry import CANONICAL_FOCAL
+from datamodules.dense.targets import target_spec
+from datamodules.dense.targets.readers import chw
+from datamodules.dense.transforms import DenseTransform
 from datamodules.images import read_image
 from datamodules.loaders import FilteredSample, is_padding, replace_bad_samples, sample_rng
 
 
 def load_sample(sample: DenseSample, task: str, num_classes: int) -> dict:
-    """Read and check the image and the ``task`` targets of one sample (numpy dict, see ``dense_geometry``)."""
+    """Read and check the image and the ``task`` targets of one sample (numpy dict, see ``dense.geometry``)."""
     image = read_image(str(sample.image))
     return {"image": image, **target_spec(task).load(sample.files, image.shape[:2], num_classes)}
 
@@ -40,7 +40,7 @@ class DenseDataset(Dataset):
     the XYZ of its nearest source pixel); matting ``alpha`` (1, H, W) + ``foreground`` (3, H, W) in
     [0, 1] (zeros without a foreground file) + ``has_foreground`` bool.
 
-    ``augment`` (unset fields: the task's defaults, see ``dense_augment``) makes it a training set; without it
+    ``augment`` (unset fields: the task's defaults, see ``dense.augment``) makes it a training set; without it
     images are resized by ``fit`` (default: the one matching the task's training pipeline). ``filter``: samples
     it leaves out are replaced by the next one and counted (``filtered_samples``); by default training sets
     are filtered with the upstream checks, validation sets are not.

@@ -1,6 +1,6 @@
 """Samples for multi-task pretraining: each person crop paired with its image and every dense target.
 
-Reads a dataset in the synthetic layout (COCO keypoints json + the dense folders of ``dense_files``, as
+Reads a dataset in the synthetic layout (COCO keypoints json + the dense folders of ``dense.files``, as
 ``python -m datamodules.synthetic`` writes). One sample per person instance::
 
     image, name, seg {labels}, normal {normals, mask}, pointmap {pointmap, mask, scale, intrinsics},
@@ -20,11 +20,11 @@ from torch.utils.data import DataLoader, Dataset
 
 from datamodules.base import SampleDataModule
 from datamodules.coco_keypoints import load_instances
-from datamodules.dense_augment import DenseAugment
+from datamodules.dense.augment import DenseAugment
 from datamodules.dense_dataset import load_sample, to_item
-from datamodules.dense_files import DenseSample, list_samples
-from datamodules.dense_targets import DENSE_TASKS
-from datamodules.dense_transforms import DenseTransform
+from datamodules.dense.files import DenseSample, list_samples
+from datamodules.dense.targets import DENSE_TASKS
+from datamodules.dense.transforms import DenseTransform
 from datamodules.errors import DataError
 from datamodules.hparams import as_dataclass
 from datamodules.keypoints.metainfo import load_metainfo

@@ -124,7 +124,7 @@ def test_the_graph_sees_imports():
     """The checks above would pass on an empty graph: make sure the parser finds real edges of each kind."""
     edges = graph()
     assert "sapiens2_ft.tasks.registry" in edges["sapiens2_ft.tasks.base"]
-    assert "datamodules.dense_targets.spec" in edges["datamodules.dense_targets.seg"]  # absolute
+    assert "datamodules.dense.targets.spec" in edges["datamodules.dense.targets.seg"]  # absolute
     assert "datamodules.synthetic.generate" in edges["datamodules.synthetic"]  # relative, from a package
     assert "datamodules.synthetic" in edges["datamodules.synthetic_data"]  # inside a function
     assert layer_of("sapiens2_ft.training.cli") == 3 and layer_of("sapiens2_ft.compat") == 1

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 import numpy as np
 
 from datamodules.data_check import DataReport
-from datamodules.dense_files import IMAGE_SUFFIXES
+from datamodules.dense.files import IMAGE_SUFFIXES
 from sapiens2_ft.convert.labelme import as_points
 from sapiens2_ft.convert.records import ConvertError, ImageRecord
 from sapiens2_ft.convert.shapes import Shape, at, people_from_shapes, regions_from_shapes

@@ -23,8 +23,8 @@ import numpy as np
 from tqdm import tqdm
 
 from datamodules.data_check import DataReport, check_coco, check_dense
-from datamodules.dense_files import IMAGE_SUFFIXES
-from datamodules.dense_targets.seg import IGNORE_INDEX, SEG
+from datamodules.dense.files import IMAGE_SUFFIXES
+from datamodules.dense.targets.seg import IGNORE_INDEX, SEG
 from datamodules.errors import DataError
 from datamodules.images import read_image
 from datamodules.keypoints.metainfo import KeypointMetainfo

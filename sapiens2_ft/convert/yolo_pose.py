@@ -18,7 +18,7 @@ import numpy as np
 import yaml
 
 from datamodules.data_check import DataReport
-from datamodules.dense_files import IMAGE_SUFFIXES
+from datamodules.dense.files import IMAGE_SUFFIXES
 from datamodules.keypoints.metainfo import KeypointMetainfo
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person
 

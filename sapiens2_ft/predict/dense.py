@@ -7,8 +7,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from datamodules.dense_augment import validation_fit
-from datamodules.dense_transforms import DenseTransform
+from datamodules.dense.augment import validation_fit
+from datamodules.dense.transforms import DenseTransform
 from datamodules.transforms import affine
 from sapiens2_ft.models.preprocessing import normalize_images
 

@@ -59,7 +59,7 @@ def person_boxes(models: list[Model], maps: dict, source: BoxSource, keys: list[
 @torch.no_grad()
 def infer_chunk(models: list[Model], keys: list[str], images: list[np.ndarray], source: BoxSource,
                 batch_size: int, mask_model: Model | None = None) -> tuple[list[dict], list | None]:
-    """Per image, per task: pose's people (``estimate``) or a dense task's files (``dense_files``); and per image
+    """Per image, per task: pose's people (``estimate``) or a dense task's files (``dense.files``); and per image
     the people (H, W) bool, None where no model finds them."""
     maps = {m.task: dense_maps(m.module, images) for m in models if not m.is_pose}
     masks = people_masks(models, maps, mask_model, images)

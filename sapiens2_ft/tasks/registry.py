@@ -1,7 +1,7 @@
 """The task registry: the one list of tasks. Everything that depends on the task reads its entry here.
 
 Adding a task is one folder (``tasks/<task>/``: module, loss, metric) plus one ``TaskSpec`` below; a dense
-task also gets a target spec in the data layer (``datamodules/dense_targets/<task>.py``). See
+task also gets a target spec in the data layer (``datamodules/dense/targets/<task>.py``). See
 ``docs/architecture.md``.
 """
 
@@ -14,7 +14,7 @@ from typing import Callable, Literal, Mapping, Sequence
 from torch import nn
 
 from datamodules.body_parts import SAPIENS2_PART_CLASSES, resolve_class_names
-from datamodules.dense_targets import TARGETS, TargetSpec
+from datamodules.dense.targets import TARGETS, TargetSpec
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft.models.factory import LoadReport, build_model
 from sapiens2_ft.models.init_from import build_from_run
@@ -49,7 +49,7 @@ class TaskSpec:
         heads: Released head layout per backbone size (``tasks/heads.py``).
         released_labels: Names of the rows of a released head whose config carries none (read lazily).
         links: ``parser.link_arguments`` of the CLI: ``(source, target)`` or ``(sources, target, compute_fn)``.
-        targets: Its dense target spec in the data layer (``datamodules/dense_targets``), if a dense task.
+        targets: Its dense target spec in the data layer (``datamodules/dense/targets``), if a dense task.
         predictor: How ``python -m sapiens2_ft.predict`` runs it: on ``crops`` (one per person box) or on whole
             ``images``; None: not runnable there.
         processor: Settings of its exported ``preprocessor_config.json`` beyond the normalisation.

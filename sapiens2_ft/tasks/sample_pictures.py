@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 import torch
 
-from datamodules.dense_geometry import resize_nearest
+from datamodules.dense.geometry import resize_nearest
 from datamodules.keypoints.metainfo import KeypointMetainfo
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
 

@@ -227,7 +227,7 @@ def test_predict_names_the_model_flag_for_a_missing_model(tiny_coco, tmp_path, m
 
 
 def test_unwarp_inverts_the_letterbox():
-    from datamodules.dense_transforms import DenseTransform
+    from datamodules.dense.transforms import DenseTransform
 
     height, width, size = 90, 160, (64, 48)
     ys, xs = np.mgrid[:height, :width].astype(np.float32)

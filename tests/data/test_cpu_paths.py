@@ -15,13 +15,13 @@ import cv2
 import numpy as np
 import pytest
 
-from datamodules.dense_augment import resolve_augment
+from datamodules.dense.augment import resolve_augment
 from datamodules.dense_dataset import load_sample
-from datamodules.dense_files import list_samples
-from datamodules.dense_geometry import (
+from datamodules.dense.files import list_samples
+from datamodules.dense.geometry import (
     NearestWarp, compose, rotation_matrix, scale_offset_matrix, stretch_matrix, warp_nearest, warp_sample,
 )
-from datamodules.dense_transforms import DenseTransform
+from datamodules.dense.transforms import DenseTransform
 from opencv_paths import PATHS, set_path
 
 SIZE = (128, 96)
@@ -118,7 +118,7 @@ def test_dense_targets_are_the_same_on_every_opencv_path(dense_root):
 def test_flipped_pipelines_are_exact_mirrors(dense_root, opencv_path):
     """Equal draws with flip_prob 0 and 1 give mirror images on every path, noise and dropout included (the flip
     is applied last)."""
-    from datamodules.dense_geometry import SAPIENS2_FLIP_CLASSES, check_flip_classes
+    from datamodules.dense.geometry import SAPIENS2_FLIP_CLASSES, check_flip_classes
 
     table = check_flip_classes(SAPIENS2_FLIP_CLASSES, 29)
     for task, data in _samples(dense_root):

@@ -10,17 +10,17 @@ import pytest
 import torch
 
 from datamodules.errors import DataError
-from datamodules.dense_augment import (
+from datamodules.dense.augment import (
     TASK_DEFAULTS, CameraPipeline, DenseAugment, SegPipeline, resolve_augment, validation_fit,
 )
-from datamodules.dense_background import BackgroundSource, replace_background
+from datamodules.dense.background import BackgroundSource, replace_background
 from datamodules.dense_datamodule import DenseDataModule
 from datamodules.dense_dataset import DenseDataset
-from datamodules.dense_files import list_samples
-from datamodules.dense_filters import DenseFilter
-from datamodules.dense_geometry import back_project, rotation_matrix, warp_sample
-from datamodules.dense_photometric import gaussian_noise, photometric_distortion, solarize
-from datamodules.dense_transforms import DenseTransform
+from datamodules.dense.files import list_samples
+from datamodules.dense.filters import DenseFilter
+from datamodules.dense.geometry import back_project, rotation_matrix, warp_sample
+from datamodules.dense.photometric import gaussian_noise, photometric_distortion, solarize
+from datamodules.dense.transforms import DenseTransform
 
 SIZE = (128, 96)
 OFF = dict(flip_prob=0.0, scale_prob=0.0, crop_prob=0.0, rotate_prob=0.0, downup_prob=0.0, photometric_prob=0.0,
@@ -171,7 +171,7 @@ def test_seg_pipeline_consistent_and_deterministic(dense_root):
 def test_upstream_pipelines_flip_equivariant(dense_root, task):
     """Equal draws with flip_prob 0 and 1 give mirror images (noise off: its pattern is not mirrored)."""
     from datamodules.dense_dataset import load_sample
-    from datamodules.dense_geometry import SAPIENS2_FLIP_CLASSES, check_flip_classes
+    from datamodules.dense.geometry import SAPIENS2_FLIP_CLASSES, check_flip_classes
 
     data = load_sample(list_samples(dense_root, "train", task)[0][2], task, 29)
     extra = dict(rotate_prob=1.0) if task == "seg" else dict(crop_prob=1.0, scale_prob=1.0)
@@ -353,7 +353,7 @@ def test_camera_crop_window_fits_and_keeps_area():
 def test_a_map_of_an_unknown_kind_is_an_error_not_left_unwarped():
     """A new task's target map without a warp rule would stay put while the image moves: warp_sample refuses it,
     naming it and the kinds it knows; values that are not maps of the image's size pass unchanged."""
-    from datamodules.dense_geometry import WARPED_MAPS, scale_offset_matrix, warp_sample
+    from datamodules.dense.geometry import WARPED_MAPS, scale_offset_matrix, warp_sample
 
     rng = np.random.default_rng(0)
     sample = {"image": rng.integers(0, 256, (20, 16, 3), dtype=np.uint8), "albedo": rng.random((20, 16, 3)),

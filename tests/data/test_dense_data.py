@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.dense_augment import DenseAugment
+from datamodules.dense.augment import DenseAugment
 from datamodules.dense_datamodule import DenseDataModule
 from datamodules.dense_dataset import DenseDataset, load_sample
-from datamodules.dense_files import list_samples
+from datamodules.dense.files import list_samples
 from datamodules.errors import DataError
-from datamodules.dense_geometry import (SAPIENS2_FLIP_CLASSES, back_project, canonical_pointmap, check_flip_classes,
+from datamodules.dense.geometry import (SAPIENS2_FLIP_CLASSES, back_project, canonical_pointmap, check_flip_classes,
                                         flip_sample)
-from datamodules.dense_transforms import DenseTransform
+from datamodules.dense.transforms import DenseTransform
 
 SIZE = (128, 96)
 NO_PHOTO = dict(photometric_prob=0.0, blur_prob=0.0, dropout_prob=0.0)
@@ -57,7 +57,7 @@ def test_flip_classes_sapiens2():
     for left in range(5, 13):
         expected[left], expected[left + 9] = left + 9, left
     assert SAPIENS2_FLIP_CLASSES == expected
-    with pytest.raises(ValueError, match="dense_geometry.py"):
+    with pytest.raises(ValueError, match="dense/geometry.py"):
         check_flip_classes([0, 0, 1], 3)
 
 

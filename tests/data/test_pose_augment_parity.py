@@ -182,7 +182,7 @@ def test_pose_pipeline_probabilities_are_upstream_and_independent():
 
 
 def test_every_pipeline_takes_its_arguments_without_an_albumentations_warning():
-    from datamodules.dense_transforms import DenseTransform
+    from datamodules.dense.transforms import DenseTransform
 
     image = np.random.default_rng(2).integers(0, 256, (64, 48, 3), dtype=np.uint8)
     with warnings.catch_warnings():

@@ -210,7 +210,7 @@ def test_matting_hand_value():
 def test_intrinsics_consistency_zero_for_canonical_points_and_hand_value():
     import numpy as np
 
-    from datamodules.dense_geometry import canonical_pointmap
+    from datamodules.dense.geometry import canonical_pointmap
     from sapiens2_ft.tasks.pointmap.loss import intrinsics_consistency
 
     K = np.array([[300.0, 0, 4.5], [0, 320.0, 3.0], [0, 0, 1]])

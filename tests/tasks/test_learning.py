@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules import dense_augment, dense_transforms
+from datamodules.dense import augment as dense_augment, transforms as dense_transforms
 from datamodules.dense_datamodule import DenseDataModule
 from datamodules.dense_dataset import DenseDataset
 from datamodules.pose_dataset import TopdownPoseDataset

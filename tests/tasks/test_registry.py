@@ -7,7 +7,7 @@ import inspect
 import pytest
 import transformers
 
-from datamodules.dense_targets import TARGETS
+from datamodules.dense.targets import TARGETS
 from sapiens2_ft.tasks.base import RunModule, TaskInterface, TaskModule
 from sapiens2_ft.tasks.registry import (
     TASKS,

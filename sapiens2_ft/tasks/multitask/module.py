@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from datamodules.dense_targets import DENSE_TASKS
+from datamodules.dense.targets import DENSE_TASKS
 from datamodules.hparams import as_dataclass, plain_hparams
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft.models.checkpoints import RECORD_KEY

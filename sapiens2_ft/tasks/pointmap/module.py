@@ -1,7 +1,7 @@
 """Pointmaps: a Sapiens2 pointmap model (canonical XYZ per pixel + a focal scale) trained with the pointmap loss set.
 
 Targets are camera XYZ re-expressed for a canonical camera of focal 768, as upstream: X, Y and Z are
-all multiplied by ``scale = 768 / fx`` (see ``datamodules.dense_geometry.canonical_pointmap``); the
+all multiplied by ``scale = 768 / fx`` (see ``datamodules.dense.geometry.canonical_pointmap``); the
 scale branch predicts ``scale`` from the image, so metric points are ``canonical / scale`` on all three
 axes (as transformers' ``post_process_pointmap_estimation``).
 Train: ``pointmap_loss`` on canonical XYZ over valid pixels (L1, multi-scale L1, shift-invariant

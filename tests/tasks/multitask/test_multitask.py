@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from datamodules.dense_targets import DENSE_TASKS
+from datamodules.dense.targets import DENSE_TASKS
 from sapiens2_ft.training.cli import main
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.dense_geometry import back_project, canonical_pointmap
+from datamodules.dense.geometry import back_project, canonical_pointmap
 from sapiens2_ft.tasks.pointmap.loss import pointmap_loss
 from sapiens2_ft.tasks.pointmap.module import PointmapModule, to_metric
 

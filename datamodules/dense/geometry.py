@@ -1,5 +1,5 @@
 """Dense-task geometry: affine warps (scale, crop / letterbox, stretch, rotation), horizontal flip, intrinsics,
-pointmaps. ``dense_transforms.DenseTransform`` applies them (a training pipeline or the validation resize).
+pointmaps. ``dense.transforms.DenseTransform`` applies them (a training pipeline or the validation resize).
 
 A sample is a dict of numpy arrays: ``image`` HxWx3 uint8 plus any of ``labels`` HxW uint8,
 ``normals`` HxWx3, ``mask`` HxW bool, ``depth`` HxW, ``pointmap`` HxWx3, ``K`` 3x3, ``alpha`` HxW,
@@ -56,7 +56,7 @@ def check_flip_classes(flip_classes, num_classes: int) -> np.ndarray:
     """uint8 lookup table (256 entries, 255 kept) from an index map that must be a permutation."""
     mapping = np.asarray(flip_classes, dtype=np.int64)
     if mapping.shape != (num_classes,) or sorted(mapping.tolist()) != list(range(num_classes)):
-        raise ValueError(f"dense_geometry.py: flip_classes must be a permutation of range({num_classes}), "
+        raise ValueError(f"dense/geometry.py: flip_classes must be a permutation of range({num_classes}), "
                          f"got {list(flip_classes)}")
     table = np.arange(256, dtype=np.uint8)
     table[:num_classes] = mapping
@@ -138,7 +138,7 @@ def inverse_affine(matrix: np.ndarray) -> tuple[float, ...]:
     (a, b, c), (d, e, f) = (tuple(float(v) for v in row) for row in np.asarray(matrix, dtype=np.float64))
     det = a * e - b * d
     if det == 0.0:
-        raise ValueError(f"dense_geometry.py: the affine {np.asarray(matrix).tolist()} cannot be inverted")
+        raise ValueError(f"dense/geometry.py: the affine {np.asarray(matrix).tolist()} cannot be inverted")
     ia, ib, id_, ie = e / det, -b / det, -d / det, a / det
     return ia, ib, -(ia * c + ib * f), id_, ie, -(id_ * c + ie * f)
 
@@ -174,7 +174,7 @@ class NearestWarp:
     def __call__(self, array: np.ndarray, border=0) -> np.ndarray:
         """``array`` (H, W[, C], any dtype) warped; ``border`` outside the source."""
         if array.shape[:2] != self.shape:
-            raise ValueError(f"dense_geometry.py: a map of {array.shape[:2]} in a warp of {self.shape} images")
+            raise ValueError(f"dense/geometry.py: a map of {array.shape[:2]} in a warp of {self.shape} images")
         if self.separable:
             out = np.take(np.take(array, self.rows, axis=0), self.cols, axis=1)
             out[~self.rows_inside] = border
@@ -209,7 +209,7 @@ def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antiali
     be rotated (upstream never rotates pointmaps; it would be a camera roll about the principal point only).
     """
     if roll and "K" in sample:
-        raise ValueError("dense_geometry.py: samples with intrinsics (pointmaps) are not rotated; set "
+        raise ValueError("dense/geometry.py: samples with intrinsics (pointmaps) are not rotated; set "
                          "data.augment.rotate_prob to 0")
     dsize = (int(size[1]), int(size[0]))
 
@@ -244,7 +244,7 @@ def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antiali
             out[key] = update_intrinsics(value, matrix)
         elif isinstance(value, np.ndarray) and value.ndim >= 2 and value.shape[:2] == image_hw:
             # A map of the image's size left as it is would no longer line up with the warped image.
-            raise ValueError(f"dense_geometry.py: no warp rule for the map '{key}' {value.shape}; the maps it "
+            raise ValueError(f"dense/geometry.py: no warp rule for the map '{key}' {value.shape}; the maps it "
                              f"warps: {', '.join(WARPED_MAPS)} (add the new kind's rule to warp_sample)")
         else:
             out[key] = value

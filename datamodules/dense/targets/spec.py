@@ -1,5 +1,5 @@
 """What a dense task reads per image, as one small spec: its files, how they load and are checked, the tensors
-of the dataset item, and its augmentation defaults. ``dense_targets/<task>.py`` holds one per task."""
+of the dataset item, and its augmentation defaults. ``dense/targets/<task>.py`` holds one per task."""
 
 from __future__ import annotations
 
@@ -24,13 +24,13 @@ class TargetSpec:
     """One dense task's targets; the data layer's code calls these hooks instead of asking which task it has.
 
     Args:
-        task: Task name (the key of ``dense_targets.TARGETS``, as of the task registry).
+        task: Task name (the key of ``dense.targets.TARGETS``, as of the task registry).
         paths: ``(split_dir, name) -> (required, optional)``: the target files of image ``name`` by kind.
         load: ``(files, shape, num_classes, attempt) -> dict``: the numpy targets of one image (the kinds of
-            ``dense_geometry``: ``labels``, ``normals``, ``mask``, ``depth``, ``pointmap``, ``K``, ``alpha``,
+            ``dense.geometry``: ``labels``, ``normals``, ``mask``, ``depth``, ``pointmap``, ``K``, ``alpha``,
             ``foreground``), every file read through ``attempt``.
         to_item: ``(sample, canonical_focal) -> dict``: the dataset item's target tensors of a transformed sample.
-        pipeline: Training augmentation pipeline (``seg``, ``camera`` or ``generic``; see ``dense_augment``).
+        pipeline: Training augmentation pipeline (``seg``, ``camera`` or ``generic``; see ``dense.augment``).
         augment: This task's defaults where they differ from the pipeline's (``DenseAugment`` fields).
         fixed: ``DenseAugment`` fields that must stay 0 for this task, with the reason.
     """

@@ -2,7 +2,7 @@
 ``{split}/pointmaps/NAME.npy`` (HxWx3 camera XYZ) with optional intrinsics (absent: fitted to the points), and an
 optional ``{split}/masks/NAME.png`` of valid pixels.
 
-Dataset item: ``pointmap`` float32 (3, H, W) canonical XYZ (``dense_geometry.canonical_pointmap``) + ``mask`` +
+Dataset item: ``pointmap`` float32 (3, H, W) canonical XYZ (``dense.geometry.canonical_pointmap``) + ``mask`` +
 ``scale`` + ``intrinsics`` (3, 3) of the output image. Trained with the upstream camera pipeline without its
 image-only degradations; never rotated (upstream does not rotate pointmaps).
 """
@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from datamodules.dense_geometry import canonical_pointmap
-from datamodules.dense_targets.readers import check_size, chw, read_npy, valid_mask
-from datamodules.dense_targets.spec import Attempt, TargetSpec, raise_problems
+from datamodules.dense.geometry import canonical_pointmap
+from datamodules.dense.targets.readers import check_size, chw, read_npy, valid_mask
+from datamodules.dense.targets.spec import Attempt, TargetSpec, raise_problems
 from datamodules.errors import DataError
 
 

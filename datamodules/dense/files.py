@@ -11,7 +11,7 @@ Layout (every path relative to ``root``; files matched by stem ``NAME``)::
       or root/{split}/pointmaps/NAME.npy  HxWx3 camera XYZ (+ optional intrinsics/NAME.txt)
     root/{split}/alpha/NAME.png         uint8 matte  + optional foreground/NAME.png RGB (matting)
 
-Which files a task reads, and how, is its target spec (``dense_targets/<task>.py``). Camera convention (as the
+Which files a task reads, and how, is its target spec (``dense/targets/<task>.py``). Camera convention (as the
 synthetic generator): OpenCV pinhole, x right, y down, z forward; pixel (row i, col j) has its centre at
 (u=j, v=i). Every problem raises :class:`DataError` naming the file.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from datamodules.dense_targets import target_spec
+from datamodules.dense.targets import target_spec
 from datamodules.errors import DataError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")

@@ -13,8 +13,8 @@ import cv2
 import numpy as np
 import torch
 
-from datamodules.dense_targets.readers import check_size, chw, read_png
-from datamodules.dense_targets.spec import Attempt, TargetSpec, raise_problems
+from datamodules.dense.targets.readers import check_size, chw, read_png
+from datamodules.dense.targets.spec import Attempt, TargetSpec, raise_problems
 
 
 def paths(split_dir: Path, name: str) -> tuple[dict[str, Path], dict[str, Path]]:

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import torch
 
-from datamodules.dense_targets.spec import Attempt
+from datamodules.dense.targets.spec import Attempt
 from datamodules.errors import DataError
 
 

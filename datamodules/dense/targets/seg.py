@@ -11,8 +11,8 @@ import cv2
 import numpy as np
 import torch
 
-from datamodules.dense_targets.readers import check_size, read_png
-from datamodules.dense_targets.spec import Attempt, TargetSpec, raise_problems
+from datamodules.dense.targets.readers import check_size, read_png
+from datamodules.dense.targets.spec import Attempt, TargetSpec, raise_problems
 from datamodules.errors import DataError
 
 IGNORE_INDEX = 255

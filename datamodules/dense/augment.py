@@ -3,7 +3,7 @@
 Two pipelines follow the upstream train pipelines (``dense/configs/{seg,normal,pointmap}/**``; the ops in
 ``dense/src/datasets/transforms/*_transforms.py`` and ``engine/datasets/transforms/common_transforms.py``),
 in their order; the generic one (matting's default; upstream has no matting training code) is
-``DenseTransform``'s own. Geometry is done with the affine warps of ``dense_geometry`` so that labels,
+``DenseTransform``'s own. Geometry is done with the affine warps of ``dense.geometry`` so that labels,
 masks, normals, depth and intrinsics stay consistent; the intermediate resolution upstream works at (after
 its rescale and crop) is materialised, everything after it is composed into one more warp.
 
@@ -30,15 +30,15 @@ from typing import Literal
 
 import numpy as np
 
-from datamodules.dense_background import BackgroundSource, replace_background
-from datamodules.dense_photometric import (
+from datamodules.dense.background import BackgroundSource, replace_background
+from datamodules.dense.photometric import (
     coarse_dropout, down_up_sample, gaussian_blur, gaussian_noise, photometric_distortion, solarize,
 )
-from datamodules.dense_geometry import (
+from datamodules.dense.geometry import (
     IGNORE_INDEX, compose, fit_scale, flip_sample, letterbox_matrix, rotation_matrix, scale_offset_matrix,
     stretch_matrix, warp_nearest, warp_sample,
 )
-from datamodules.dense_targets import TARGETS
+from datamodules.dense.targets import TARGETS
 
 Range = tuple[float, float]
 
@@ -107,7 +107,7 @@ class DenseAugment:
 _UPSTREAM = dict(scale_prob=1.0, rotate_prob=0.0, rotate_degrees=60.0, downup_prob=0.0, downup_range=(0.1, 0.7),
                  photometric_prob=1.0, blur_prob=0.0, noise_prob=0.0, solarize_prob=0.0, dropout_prob=0.0)
 # Each pipeline's defaults: the upstream seg and normal recipes, and the generic set. A task's target spec
-# (``dense_targets/<task>.py``) names its pipeline and the defaults it changes.
+# (``dense/targets/<task>.py``) names its pipeline and the defaults it changes.
 PIPELINE_DEFAULTS = {
     "seg": dict(_UPSTREAM, pipeline="seg", flip_prob=0.5, scale_range=(0.4, 2.0), crop_prob=0.3,
                 crop_max_class_ratio=0.75, rotate_prob=0.5, background_prob=0.8, blur_prob=0.3, noise_prob=0.3),

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from datamodules.dense_targets.matting import MATTING
-from datamodules.dense_targets.normal import NORMAL
-from datamodules.dense_targets.pointmap import POINTMAP
-from datamodules.dense_targets.seg import SEG
-from datamodules.dense_targets.spec import TargetSpec
+from datamodules.dense.targets.matting import MATTING
+from datamodules.dense.targets.normal import NORMAL
+from datamodules.dense.targets.pointmap import POINTMAP
+from datamodules.dense.targets.seg import SEG
+from datamodules.dense.targets.spec import TargetSpec
 
 TARGETS: dict[str, TargetSpec] = {spec.task: spec for spec in (SEG, NORMAL, POINTMAP, MATTING)}
 DENSE_TASKS = tuple(TARGETS)

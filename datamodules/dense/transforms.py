@@ -1,13 +1,13 @@
-"""The transform of a dense sample to the input size: a training pipeline (``dense_augment``) when augmenting,
-else the validation resize (letterbox or stretch). The geometry it applies is ``dense_geometry``'s."""
+"""The transform of a dense sample to the input size: a training pipeline (``dense.augment``) when augmenting,
+else the validation resize (letterbox or stretch). The geometry it applies is ``dense.geometry``'s."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
-from datamodules.dense_augment import PIPELINES, DenseAugment, resolve_augment
-from datamodules.dense_geometry import (
+from datamodules.dense.augment import PIPELINES, DenseAugment, resolve_augment
+from datamodules.dense.geometry import (
     FITS, SAPIENS2_FLIP_CLASSES, check_flip_classes, fit_scale, flip_sample, letterbox_matrix, scale_offset_matrix,
     stretch_matrix, warp_sample,
 )
@@ -15,7 +15,7 @@ from datamodules.transforms.photometric import photometric_pipeline
 
 
 class DenseTransform:
-    """Training (``augment`` set, its ``pipeline``: see ``dense_augment``) or validation transform to
+    """Training (``augment`` set, its ``pipeline``: see ``dense.augment``) or validation transform to
     ``input_size`` (H, W). Validation resizes by ``fit``: ``letterbox`` (aspect kept, centred, zero padding)
     or ``stretch`` (the seg recipe's).
 
@@ -28,7 +28,7 @@ class DenseTransform:
     def __init__(self, input_size: tuple[int, int], augment: DenseAugment | dict | None = None, flip_classes=None,
                  num_classes: int = len(SAPIENS2_PART_CLASSES), fit: str = "letterbox"):
         if fit not in FITS:
-            raise ValueError(f"dense_transforms.py: fit must be one of {FITS}, got {fit!r}")
+            raise ValueError(f"dense/transforms.py: fit must be one of {FITS}, got {fit!r}")
         self.input_size = (int(input_size[0]), int(input_size[1]))
         self.fit = fit
         flip_classes = SAPIENS2_FLIP_CLASSES if flip_classes is None and num_classes == 29 else flip_classes

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from datamodules.dense_targets.readers import check_size, chw, read_npy, valid_mask
-from datamodules.dense_targets.spec import Attempt, TargetSpec, raise_problems
+from datamodules.dense.targets.readers import check_size, chw, read_npy, valid_mask
+from datamodules.dense.targets.spec import Attempt, TargetSpec, raise_problems
 from datamodules.errors import DataError
 
 NORMAL_TOLERANCE = 0.1  # |‖n‖ - 1| allowed on the mask
