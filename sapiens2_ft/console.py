@@ -22,6 +22,7 @@ class Command:
 COMMANDS: dict[str, Command] = {
     "train": Command(("sapiens2_ft.training.cli",), "fine-tune a model from a recipe (--list-configs lists them)"),
     "predict": Command(("sapiens2_ft.predict.cli",), "run a fine-tuned model on images, folders or videos"),
+    "evaluate": Command(("sapiens2_ft.evaluate",), "score a checkpoint, export or hub model on a config's val split"),
     "export": Command(("sapiens2_ft.export",), "a training checkpoint as a Hugging Face model directory"),
     "check-data": Command(("sapiens2_ft.check_data",), "check every sample of a config's data before training"),
     "memory": Command(("sapiens2_ft.memory",), "memory per device of a config, before launch"),

@@ -24,6 +24,7 @@ LAYERS = {
     "sapiens2_ft.convert": 4,
     "sapiens2_ft.detect": 4,
     "sapiens2_ft.export": 4,
+    "sapiens2_ft.evaluate": 4,
     "sapiens2_ft.check_data": 4,
     "sapiens2_ft.memory": 4,
     "sapiens2_ft.console": 4,

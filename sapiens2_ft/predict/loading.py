@@ -28,6 +28,15 @@ def resolve_model(model: str) -> Path:
     return directory
 
 
+def exported_input_size(directory: Path, config) -> list[int]:
+    """(H, W) an exported model runs at: its ``preprocessor_config.json`` size, else its config's image size."""
+    input_size = list(config.image_size)
+    if (directory / PREPROCESSOR_FILE).is_file():
+        size = json.loads((directory / PREPROCESSOR_FILE).read_text()).get("size") or {}
+        input_size = [size.get("height", input_size[0]), size.get("width", input_size[1])]
+    return input_size
+
+
 def load_module(model: str, out: Path, keypoints: str | None = None, device: str = "cpu"):
     """The task's LightningModule around the model at ``model``, in eval mode on ``device``."""
     from transformers import Sapiens2Config
@@ -42,11 +51,7 @@ def load_module(model: str, out: Path, keypoints: str | None = None, device: str
     task = task_of_architecture(architecture)
     if task is None or task_spec(task).predictor is None:
         raise SystemExit(f"--model: {model} holds a {architecture}, not a Sapiens2 task model")
-    input_size = list(config.image_size)
-    if (directory / PREPROCESSOR_FILE).is_file():
-        size = json.loads((directory / PREPROCESSOR_FILE).read_text()).get("size") or {}
-        input_size = [size.get("height", input_size[0]), size.get("width", input_size[1])]
-    kwargs: dict = {"pretrained": str(directory), "input_size": input_size}
+    kwargs: dict = {"pretrained": str(directory), "input_size": exported_input_size(directory, config)}
     label_arg = task_spec(task).label_arg
     if label_arg == "keypoints":  # the whole keypoint set (skeleton, flip pairs), exported beside the model
         kwargs["keypoints"] = keypoints or str(directory / KEYPOINTS_FILE)

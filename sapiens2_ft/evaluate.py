@@ -1,0 +1,173 @@
+"""``python -m sapiens2_ft.evaluate --config RECIPE --model MODEL [--out DIR] [--data.* ...]``: score any model on a
+recipe's validation split, exactly as training validates.
+
+``--model`` is a training checkpoint (``.ckpt`` or a distributed checkpoint directory: its recorded module
+settings are used), an exported model directory or a hub id (the recipe's ``model.*`` settings are used, with
+the given weights). The recipe gives the data and the metric; its ``--data.*`` / ``--model.*`` overrides apply
+as in ``train.py``. ``data.input_size`` defaults to the model's own. Pose crops the annotation file's boxes, the
+boxes of ``--boxes FILE`` (COCO detections json, as ``--data.val_detections``) or those ``--detector`` finds.
+
+Writes into ``--out`` (default ``eval/<config>``): ``metrics.json`` (the val metrics, the model, the step),
+the task's predictions (pose ``predictions.json`` in the COCO results format; dense ``predictions/``),
+``diagnostics/`` (per-keypoint or per-class tables and charts) and ``panels/`` (truth beside prediction).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from sapiens2_ft.check_data import DataCheckCLI
+from sapiens2_ft.models.checkpoints import CheckpointError, is_distributed_checkpoint, read_info
+from sapiens2_ft.predict.loading import exported_input_size, resolve_model
+from sapiens2_ft.tasks.registry import task_of_architecture
+from sapiens2_ft.training.callbacks.diagnostics import write_diagnostics
+from sapiens2_ft.training.cli import resolve_config_args, task_of
+from sapiens2_ft.training.run_dir import run_name
+
+PANELS = 4  # validation samples drawn into panels/
+
+
+def is_checkpoint(model: str) -> bool:
+    path = Path(model)
+    return path.is_file() or is_distributed_checkpoint(path)
+
+
+def model_input_size(model: str) -> list[int]:
+    """(H, W) the model was trained or exported at."""
+    if is_checkpoint(model):
+        try:
+            return list(read_info(model).hyper_parameters.get("input_size") or (256, 192))
+        except CheckpointError as err:
+            raise SystemExit(f"--model: {err}") from None
+    from transformers import Sapiens2Config
+
+    directory = resolve_model(model)
+    return exported_input_size(directory, Sapiens2Config.from_pretrained(directory))
+
+
+def sets(argv: list[str], key: str) -> bool:
+    return any(a == key or a.startswith(key + "=") for a in argv)
+
+
+def differences(model_labels: list[str], data_labels: list[str]) -> str:
+    missing = [n for n in data_labels if n not in model_labels]
+    extra = [n for n in model_labels if n not in data_labels]
+    if not missing and not extra:
+        return "the same names in another order"
+    return f"the data has {missing[:8]} that the model lacks, the model {extra[:8]} that the data lacks"
+
+
+def evaluation_module(recipe_module, model: str):
+    """The recipe's task module with ``model``'s weights: a checkpoint's own settings and all its weights
+    (``init_from``), or the recipe's settings around an exported / hub model (``pretrained``)."""
+    module_class = type(recipe_module)
+    kwargs = {k: v for k, v in recipe_module.hparams.items() if not k.startswith("_")}  # not the CLI's own
+    if is_checkpoint(model):
+        info = read_info(model)
+        if info.task != recipe_module.task:
+            raise SystemExit(f"--model: {model} is a {info.task} checkpoint; the config trains {recipe_module.task}")
+        kwargs.update({k: v for k, v in info.hyper_parameters.items() if not k.startswith("_")})
+        kwargs.update(init_from=str(model), pretrained=None)
+        return module_class(**kwargs), info.global_step
+    from transformers import Sapiens2Config
+
+    directory = resolve_model(model)
+    config = Sapiens2Config.from_pretrained(directory)
+    architecture = (config.architectures or ["Sapiens2Model"])[0]
+    task = task_of_architecture(architecture)
+    if task != recipe_module.task:
+        raise SystemExit(f"--model: {model} holds a {architecture} ({task or 'no task'} model); the config trains "
+                         f"{recipe_module.task}")
+    labels = [config.id2label[i] for i in range(config.num_labels)]
+    if labels != list(recipe_module.labels):
+        raise SystemExit(f"--model: {model} predicts {len(labels)} labels, the config's data has "
+                         f"{len(recipe_module.labels)}: {differences(labels, list(recipe_module.labels))}. Evaluate "
+                         f"with the model's label set (--data.keypoints / --data.class_names)")
+    kwargs.update(pretrained=str(directory), init_from=None, **module_class.options_from_config(config))
+    return module_class(**kwargs), None
+
+
+def detector_boxes(args, rest: list[str], out: Path) -> list[str]:
+    """``rest`` with ``--data.val_detections`` set to the boxes of ``--boxes`` or of ``--detector``."""
+    if args.boxes and args.detector:
+        raise SystemExit("give one of --boxes and --detector")
+    if args.boxes:
+        return [*rest, "--data.val_detections", str(Path(args.boxes).resolve())]
+    if args.detector:
+        from sapiens2_ft import detect
+
+        found = detect.main([*rest, "--detector", args.detector, "--out", str(out / "val_detections.json"),
+                             "--device", args.device])
+        return [*rest, "--data.val_detections", str(Path(found).resolve())]
+    return rest
+
+
+def write_outputs(module, out: Path, summary: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(summary, indent=2))
+    module.write_validation_outputs(out)
+    write_diagnostics(out / "diagnostics", module.validation_diagnostics())
+    (out / "panels").mkdir(exist_ok=True)
+    import cv2
+
+    for name, pictures in module.validation_panels(PANELS).items():
+        for i, picture in enumerate(pictures):
+            cv2.imwrite(str(out / "panels" / f"{name}_{i}.png"), picture[..., ::-1])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m sapiens2_ft.evaluate", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
+    parser.add_argument("--model", required=True,
+                        help="a training checkpoint (.ckpt or distributed checkpoint dir), an exported model "
+                             "directory or a hub id")
+    parser.add_argument("--out", default=None, help="output folder (default: eval/<config name>)")
+    parser.add_argument("--boxes", default=None, help="pose: a COCO detections json of person boxes to crop")
+    parser.add_argument("--detector", default=None, help="pose: a person detector (hub id or directory) for the boxes")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed"],
+                        help="compute precision (bf16-mixed: faster on GPUs and CPUs with bf16, slightly other scores)")
+    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    rest = resolve_config_args(rest)
+    if not any(a == "--config" or a.startswith("--config=") for a in rest):
+        raise SystemExit("--config: give the recipe whose data and metric to evaluate with")
+    out = Path(args.out) if args.out else Path("eval") / run_name([a for a in rest if a.endswith(".yaml")])
+    if not sets(rest, "--data.input_size"):
+        rest += ["--data.input_size", json.dumps(model_input_size(args.model))]
+    task = task_of(rest)
+    rest = detector_boxes(args, rest, out)
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+    cli = DataCheckCLI(task, args=rest, run=False, seed_everything_default=0, auto_configure_optimizers=False)
+    data = cli.datamodule
+    try:
+        module, step = evaluation_module(cli.model, args.model)
+        module.configure_model()
+        data.prepare_data()
+        data.setup("validate")
+    except (CheckpointError, FileNotFoundError, ValueError) as err:
+        raise SystemExit(f"evaluate: {err}") from None
+    samples = len(data.val_dataloader().dataset)
+    if samples == 0:
+        raise SystemExit(f"evaluate: the validation split of {cli.config.data.get('root')} has no samples")
+    device = torch.device(args.device)
+    trainer = L.Trainer(accelerator="gpu" if device.type == "cuda" else "cpu", devices=1, logger=False,
+                        enable_checkpointing=False, precision=args.precision, default_root_dir=str(out))
+    metrics = trainer.validate(module.to(device), datamodule=data, verbose=False)[0]
+    summary = {"task": task, "model": args.model, "step": step, "samples": samples, "precision": args.precision,
+               "input_size": list(module.hparams.input_size),
+               "metrics": {k.removeprefix("val/"): float(v) for k, v in metrics.items()}}
+    write_outputs(module, out, summary)
+    print(f"{task} on {samples} validation samples: "
+          + "  ".join(f"{k}={v:.4f}" for k, v in summary["metrics"].items()) + f"\nwritten to {out}")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
