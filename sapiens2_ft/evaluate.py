@@ -25,10 +25,11 @@ import torch
 
 from sapiens2_ft.check_data import DataCheckCLI
 from sapiens2_ft.models.checkpoints import CheckpointError, is_distributed_checkpoint, read_info
-from sapiens2_ft.predict.loading import exported_input_size, resolve_model
+from sapiens2_ft.predict.loading import resolve_model
 from sapiens2_ft.tasks.registry import task_of_architecture
 from sapiens2_ft.training.callbacks.diagnostics import write_diagnostics
 from sapiens2_ft.training.cli import resolve_config_args, task_of
+from sapiens2_ft.training.hf_export import exported_input_size
 from sapiens2_ft.training.run_dir import run_name
 
 PANELS = 4  # validation samples drawn into panels/

@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> Path:
                         help="threads decoding the next images while the models run (0: decode in line)")
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                         help="bf16 autocast of the models (auto: bf16 on a GPU, fp32 on the CPU)")
+    parser.add_argument("--backend", choices=["torch", "onnxruntime"], default="torch",
+                        help="onnxruntime: the networks run as ONNX graphs (an export's model.onnx; a checkpoint's is "
+                             "exported first), with the same pre- and post-processing; CPU")
     parser.add_argument("--compile", action="store_true", help="torch.compile each model before its first batch")
     parser.add_argument("--compile_backend", default="inductor", help="--compile: the torch.compile backend")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -80,7 +83,8 @@ def main(argv: list[str] | None = None) -> Path:
     models: list[Model] = []
     loaded: dict[str, tuple] = {}
     for k, name in enumerate(args.model):  # a checkpoint among several is exported to OUT/models/K/model
-        module, task = load_module(name, out / "models" / str(k) if several else out, args.keypoints, args.device)
+        module, task = load_module(name, out / "models" / str(k) if several else out, args.keypoints, args.device,
+                                   args.backend)
         if task in [m.task for m in models]:
             raise SystemExit(f"--model: two {task} models ({name}); give one model per task")
         models.append(Model(module, task, out / task if several else out))
@@ -95,16 +99,20 @@ def main(argv: list[str] | None = None) -> Path:
     source = FileBoxes(boxes) if args.boxes else box_source(args, out, loaded) or whole_image
     mask_model = None
     if args.mask_model:
-        mask_module, mask_task = load_module(args.mask_model, out / "mask_model", device=args.device)
+        mask_module, mask_task = load_module(args.mask_model, out / "mask_model", device=args.device,
+                                             backend=args.backend)
         if not finds_people(mask_module):
             raise SystemExit(f"--mask_model: {args.mask_model} is a {mask_task} model, which does not find people; "
                              f"give a segmentation or matting one")
         mask_model = Model(mask_module, mask_task, out / "mask_model")
+    if args.backend == "onnxruntime" and (args.compile or args.precision == "bf16"):
+        raise SystemExit("--compile and --precision bf16 are for the torch backend; export float16 ONNX for a "
+                         "lower precision")
     if args.compile:
         for m in models + ([mask_model] if mask_model else []):
             m.module.model.compile(backend=args.compile_backend)
     device_type = torch.device(args.device).type
-    bf16 = args.precision == "bf16" or (args.precision == "auto" and device_type == "cuda")
+    bf16 = args.precision == "bf16" or (args.precision == "auto" and device_type == "cuda" and args.backend == "torch")
     with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):
         if video:
             clip, records = predict_video(models, frames, out, args.batch_size, source, mask_model)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from sapiens2_ft.models.checkpoints import is_distributed_checkpoint
 from sapiens2_ft.models.factory import PretrainedNotFoundError, resolve_pretrained
 from sapiens2_ft.tasks.registry import import_class, task_of_architecture, task_spec
-from sapiens2_ft.training.hf_export import KEYPOINTS_FILE, PREPROCESSOR_FILE, export_checkpoint
+from sapiens2_ft.training.hf_export import KEYPOINTS_FILE, export_checkpoint, exported_input_size
 
 
 def resolve_model(model: str) -> Path:
@@ -28,21 +27,15 @@ def resolve_model(model: str) -> Path:
     return directory
 
 
-def exported_input_size(directory: Path, config) -> list[int]:
-    """(H, W) an exported model runs at: its ``preprocessor_config.json`` size, else its config's image size."""
-    input_size = list(config.image_size)
-    if (directory / PREPROCESSOR_FILE).is_file():
-        size = json.loads((directory / PREPROCESSOR_FILE).read_text()).get("size") or {}
-        input_size = [size.get("height", input_size[0]), size.get("width", input_size[1])]
-    return input_size
-
-
-def load_module(model: str, out: Path, keypoints: str | None = None, device: str = "cpu"):
-    """The task's LightningModule around the model at ``model``, in eval mode on ``device``."""
+def load_module(model: str, out: Path, keypoints: str | None = None, device: str = "cpu", backend: str = "torch"):
+    """The task's LightningModule around the model at ``model``, in eval mode on ``device``. ``backend``
+    ``onnxruntime``: the network runs as the directory's ``model.onnx`` (a checkpoint's is exported here first)
+    and the module's own pre- and post-processing around it."""
     from transformers import Sapiens2Config
 
     path = Path(model)
-    if path.is_file() or is_distributed_checkpoint(path):
+    exported_here = path.is_file() or is_distributed_checkpoint(path)
+    if exported_here:
         path = export_checkpoint(path, out / "model")
         print(f"exported checkpoint {model} -> {path}")
     directory = resolve_model(str(path))
@@ -62,4 +55,21 @@ def load_module(model: str, out: Path, keypoints: str | None = None, device: str
     module_class = import_class(task_spec(task).module)
     module = module_class(**kwargs, **module_class.options_from_config(config))
     module.configure_model()
-    return module.eval().to(device), task
+    module = module.eval().to(device)
+    if backend == "onnxruntime":
+        module.model = onnx_backend(directory, module.model.config, exported_here)
+    return module, task
+
+
+def onnx_backend(directory: Path, config, export: bool):
+    """The ``OnnxModel`` of ``directory/model.onnx`` (written first when ``export``, else it must exist)."""
+    from sapiens2_ft.models.onnx import ONNX_FILE, OnnxModel
+
+    if not (directory / ONNX_FILE).is_file():
+        if not export:
+            raise SystemExit(f"--backend onnxruntime: {directory} has no {ONNX_FILE}; add it with "
+                             f"`sapiens2-ft export --checkpoint {directory} --format onnx`")
+        from sapiens2_ft.training.onnx_export import write_onnx
+
+        write_onnx(directory)
+    return OnnxModel(directory / ONNX_FILE, config)

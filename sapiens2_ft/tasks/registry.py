@@ -55,6 +55,8 @@ class TaskSpec:
         processor: Settings of its exported ``preprocessor_config.json`` beyond the normalisation.
         draw_sample: How the data-check sheet draws one training sample and its targets (the task's
             ``draw.py``, which also draws its panels and predict pictures); None: no sheet.
+        decode: How a runtime without this package turns the model's raw outputs into results (the ONNX export's
+            ``onnx_config.json``).
         fit_model: Adapts a built or loaded model to the run's input size, noting changes in the load report, and
             checks it can run there (pointmap: its scale MLP); None: nothing to adapt.
     """
@@ -75,6 +77,7 @@ class TaskSpec:
     processor: Mapping[str, object] = field(default_factory=dict)
     draw_sample: Callable | None = None
     fit_model: Callable[[nn.Module, LoadReport], None] | None = None
+    decode: str = ""
 
 
 def _sapiens2_308() -> list[str]:
@@ -92,23 +95,37 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              "Sapiens2ForPoseEstimation", label_kind="keypoint", label_arg="keypoints", heads=heads.POSE_HEADS,
              released_labels=_sapiens2_308, links=KEYPOINT_LINKS, predictor="crops",
              processor={"do_pad": False, "keypoint_heatmap_downscale_factor": 4},
-             draw_sample=pose_draw.draw_sample),
+             draw_sample=pose_draw.draw_sample,
+             decode="heatmaps (B, K, h, w) of person crops (each box widened to the input aspect, affine-warped to "
+                    "the input size). With heatmap_output 'logits', take the softmax over each map first. Keypoint k: "
+                    "the argmax (x, y) of map k (DARK refinement optional), in crop pixels x * (W - 1) / (w - 1), "
+                    "y * (H - 1) / (h - 1) (UDP), then through the inverse crop affine; score: the map's value there "
+                    "(heatmaps), or its probability mass within 2 sigma (logits). Flip test: average with the maps "
+                    "of the mirrored crop, mirrored back and rows swapped by flip_pairs."),
     _dense("seg", "SegmentationModule", "Sapiens2ForSemanticSegmentation", ("val/mIoU", "max"),
            label_kind="class", label_arg="class_names", heads=heads.SEG_HEADS,
            released_labels=lambda: SAPIENS2_PART_CLASSES,
            links=DENSE_LINKS + ((("data.num_classes", "data.class_names"), "model.class_names", resolve_class_names),),
            draw_sample=seg_draw.draw_sample,
+           decode="logits (B, C, h, w): resize to the input size, argmax over C = class ids (id2label), then undo "
+                  "the stretch to the image size.",
            processor={"do_pad": False}),  # transformers' seg post-processing expects a stretched input
     _dense("normal", "NormalModule", "Sapiens2ForNormalEstimation", ("val/angle_mean", "min"),
            outputs=("normal_x", "normal_y", "normal_z"), heads=heads.PIXEL_SHUFFLE_HEADS,
            draw_sample=normal_draw.draw_sample,
+           decode="normals (B, 3, h, w): resize to the input size, divide by the norm per pixel = camera-space unit "
+                  "normals (x right, y down, z forward); undo the letterbox.",
            processor={"do_pad": True}),  # letterboxed as in training; the post-processing removes the padding
     _dense("pointmap", "PointmapModule", "Sapiens2ForPointmapEstimation", ("val/l2", "min"),
            outputs=("x", "y", "z"), heads=heads.POINTMAP_HEADS, processor={"do_pad": True},
-           draw_sample=pointmap_draw.draw_sample, fit_model=fit_scale_head),
+           draw_sample=pointmap_draw.draw_sample, fit_model=fit_scale_head,
+           decode="pointmaps (B, 3, h, w): canonical camera XYZ (focal 768); scales (B, 1): metric XYZ = "
+                  "pointmaps / scale on all three axes; resize to the input size and undo the letterbox."),
     _dense("matting", "MattingModule", "Sapiens2ForImageMatting", ("val/sad", "min"),
            outputs=("foreground_r", "foreground_g", "foreground_b", "alpha"), heads=heads.PIXEL_SHUFFLE_HEADS,
            draw_sample=matting_draw.draw_sample,
+           decode="alphas (B, 1, h, w) and foregrounds (B, 3, h, w), in [0, 1]: resize to the input size, undo the "
+                  "stretch to the image size.",
            processor={"do_pad": False}),  # transformers' matting post-processing expects a stretched input
     # Pretraining of the demo backbone on every task at once (configs/pretrain_demo_backbone.yaml).
     TaskSpec("multitask", "sapiens2_ft.tasks.multitask.module.MultiTaskModule",

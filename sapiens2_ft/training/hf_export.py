@@ -50,6 +50,15 @@ def preprocessor_config(task: str, image_size, heatmap_sigma: float | None = Non
     return config
 
 
+def exported_input_size(directory: Path, config) -> list[int]:
+    """(H, W) an exported model runs at: its ``preprocessor_config.json`` size, else its config's image size."""
+    input_size = list(config.image_size)
+    if (Path(directory) / PREPROCESSOR_FILE).is_file():
+        size = json.loads((Path(directory) / PREPROCESSOR_FILE).read_text()).get("size") or {}
+        input_size = [size.get("height", input_size[0]), size.get("width", input_size[1])]
+    return input_size
+
+
 def export_checkpoint(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None) -> Path:
     """Write the Hugging Face directory of ``checkpoint`` to ``out``; optionally upload it to the Hub."""
     out = Path(out)

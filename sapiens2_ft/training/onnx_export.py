@@ -1,0 +1,63 @@
+"""An exported model directory (``training/hf_export.py``) plus its ONNX graph: ``DIR/model.onnx``
+(``models/onnx.py``) and ``DIR/onnx_config.json``, what a runtime needs around the graph (input size, colour
+order and normalisation, resize rule, labels, flip pairs, output shapes and how to decode them: the task's
+``TaskSpec.decode``). Used by ``export --format onnx`` and ``predict --backend onnxruntime``; docs/deploy.md."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from sapiens2_ft.models.onnx import DTYPES, ONNX_FILE, export_onnx
+from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
+from sapiens2_ft.tasks.registry import model_class, task_of_architecture, task_spec
+from sapiens2_ft.training.hf_export import PREPROCESSOR_FILE, exported_input_size
+
+ONNX_CONFIG_FILE = "onnx_config.json"
+
+
+def onnx_config(directory: Path, config, task: str, names: list[str], shapes: dict, dtype: str) -> dict:
+    """The runtime's side of the graph: input, normalisation, resize rule, labels, outputs and their decoding."""
+    processor = json.loads((directory / PREPROCESSOR_FILE).read_text())
+    size = processor["size"]
+    spec = task_spec(task)
+    resize = ("person crop: box widened to the input aspect, affine-warped" if spec.predictor == "crops" else
+              "letterbox (keep aspect, pad the bottom / right)" if processor.get("do_pad") else "stretch")
+    return {
+        "model": ONNX_FILE, "task": task, "architecture": config.architectures[0], "dtype": dtype,
+        "input": {"name": "pixel_values", "shape": ["batch", 3, size["height"], size["width"]], "layout": "NCHW",
+                  "color": "RGB", "normalize": "(value - mean) / std, values in 0-255", "mean": list(IMAGE_MEAN),
+                  "std": list(IMAGE_STD), "resize": resize},
+        "outputs": {name: ["batch", *shapes[name][1:]] for name in names},
+        "labels": [config.id2label[i] for i in range(config.num_labels)],
+        "flip_pairs": [list(p) for p in (getattr(config, "flip_pairs", None) or [])],
+        "heatmap_output": getattr(config, "heatmap_output", None),
+        "decode": spec.decode,
+        "preprocessor": processor,
+    }
+
+
+def write_onnx(directory: str | Path, dtype: str = "float32") -> Path:
+    """``directory/model.onnx`` and ``onnx_config.json`` of the exported model in ``directory``."""
+    from transformers import Sapiens2Config
+
+    directory = Path(directory)
+    config = Sapiens2Config.from_pretrained(directory)
+    task = task_of_architecture((config.architectures or [""])[0])
+    if task is None:
+        raise ValueError(f"{directory} holds no Sapiens2 task model (architecture {config.architectures})")
+    model = model_class(task).from_pretrained(directory).eval()
+    input_size = exported_input_size(directory, config)
+    started = time.time()
+    names = export_onnx(model, input_size, directory / ONNX_FILE, dtype)
+    with torch.no_grad():
+        out = model.to(DTYPES[dtype])(pixel_values=torch.zeros(1, 3, *input_size, dtype=DTYPES[dtype]))
+    shapes = {name: list(out[name].shape) for name in names}
+    (directory / ONNX_CONFIG_FILE).write_text(json.dumps(onnx_config(directory, model.config, task, names, shapes,
+                                                                     dtype), indent=2))
+    print(f"ONNX model ({dtype}, outputs {', '.join(names)}) -> {directory / ONNX_FILE} "
+          f"in {time.time() - started:.1f} s")
+    return directory / ONNX_FILE

@@ -1,0 +1,105 @@
+"""ONNX export (``models/onnx.py``, ``export --format onnx``) and the onnxruntime backend: each task's graph gives
+transformers' own outputs, the pose keypoints of the two backends agree, and the runtime config says what a
+runtime needs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from sapiens2_ft.models.onnx import OnnxModel, export_onnx, output_names
+from sapiens2_ft.tasks.registry import TASKS, build_task_model, label_names
+
+pytest.importorskip("onnxruntime")
+pytestmark = pytest.mark.slow
+
+SIZE = (128, 96)
+# Measured max |onnxruntime - torch| on these random tiny models: 2e-6 to 9e-6 (fp32, CPU; sums in another order).
+ATOL = 1e-4
+OUTPUTS = {"pose": ["heatmaps"], "seg": ["logits"], "normal": ["normals"], "pointmap": ["pointmaps", "scales"],
+           "matting": ["alphas", "foregrounds"]}
+
+
+def _model(task: str):
+    spec = TASKS[task]
+    labels = label_names(task, "coco17" if spec.label_arg == "keypoints" else None)
+    torch.manual_seed(0)
+    model, _ = build_task_model(task, labels, SIZE if task != "pointmap" else (256, 192), size="tiny")
+    return model.eval()
+
+
+@pytest.mark.parametrize("task", sorted(OUTPUTS))
+def test_onnxruntime_gives_transformers_outputs(task, tmp_path):
+    model = _model(task)
+    size = tuple(model.config.image_size)
+    names = export_onnx(model, size, tmp_path / "model.onnx")
+    assert names == OUTPUTS[task]
+    runtime = OnnxModel(tmp_path / "model.onnx", model.config)
+    for batch in (1, 3):  # the batch is dynamic
+        pixels = torch.randn(batch, 3, *size, generator=torch.Generator().manual_seed(batch))
+        with torch.no_grad():
+            expected = model(pixel_values=pixels)
+        found = runtime(pixels)
+        for name in names:
+            diff = (found[name] - expected[name]).abs().max().item()
+            print(f"{task} {name} batch {batch}: max abs diff {diff:.2e}")
+            assert found[name].shape == expected[name].shape and diff <= ATOL, (name, diff)
+    assert runtime(pixels).missing_field is None  # fields the graph lacks read as None, as in ModelOutput
+
+
+def test_pose_keypoints_agree_between_backends_and_the_runtime_config(pose_run, tiny_coco, tmp_path):
+    from sapiens2_ft import export
+    from sapiens2_ft.predict.loading import load_module
+
+    run_dir, _ = pose_run
+    out = export.main(["--checkpoint", str(run_dir / "checkpoints" / "last.ckpt"), "--out", str(tmp_path / "m"),
+                       "--format", "onnx"])
+    meta = json.loads((out / "onnx_config.json").read_text())
+    assert meta["task"] == "pose" and meta["input"]["shape"] == ["batch", 3, 256, 192]
+    assert meta["outputs"] == {"heatmaps": ["batch", 17, 64, 48]} and len(meta["labels"]) == 17
+    assert meta["flip_pairs"] and "softmax" in meta["decode"] and meta["preprocessor"]["size"]["height"] == 256
+    torch_module, _ = load_module(str(out), tmp_path / "a")
+    onnx_module, _ = load_module(str(out), tmp_path / "b", backend="onnxruntime")
+    assert isinstance(onnx_module.model, OnnxModel)
+    crops = torch.randint(0, 256, (4, 3, 256, 192), generator=torch.Generator().manual_seed(0)).float()
+    pixels = (crops - 120) / 58
+    with torch.no_grad():
+        a, b = torch_module.infer(pixels), onnx_module.infer(pixels)
+    px = (a["coords"] - b["coords"]).abs().max().item()
+    print(f"pose keypoints: max |torch - onnxruntime| {px:.2e} px, scores {(a['scores'] - b['scores']).abs().max():.2e}")
+    assert px <= 0.1 and torch.allclose(a["scores"], b["scores"], atol=1e-4)
+
+    # docs/deploy.md's example (numpy, OpenCV and onnxruntime only) on a person of the val set: its crop, heatmap
+    # argmax and mapping back to the image give the framework's own (affine.crop_matrix, codec, the inverse crop)
+    import subprocess
+    import sys
+
+    import cv2
+
+    from datamodules.transforms import affine
+    from sapiens2_ft.models.preprocessing import normalize_images
+    from sapiens2_ft.tasks.pose.codec import heatmap_to_input_coords
+
+    gt = json.loads((tiny_coco / "annotations" / "person_keypoints_val2017.json").read_text())
+    person = gt["annotations"][0]
+    image = next(im for im in gt["images"] if im["id"] == person["image_id"])
+    path = tiny_coco / "val2017" / image["file_name"]
+    script = Path(__file__).resolve().parents[2] / "docs" / "examples" / "onnx_pose.py"
+    printed = subprocess.run([sys.executable, str(script), str(out), str(path), *map(str, person["bbox"])],
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+    example = np.array([[float(v) for v in line.split()[1:3]] for line in printed if line.strip()])
+    matrix = affine.crop_matrix(*affine.box_to_center_scale(person["bbox"], 192 / 256), 0.0, (256, 192))
+    crop = affine.warp_image(cv2.imread(str(path))[..., ::-1], matrix, (256, 192), affine.crop_interpolation(matrix))
+    pixels = torch.from_numpy(np.ascontiguousarray(crop)).permute(2, 0, 1)[None]
+    with torch.no_grad():
+        heatmaps = torch_module.predict(normalize_images(pixels))["heatmaps"][0]
+    k, h, w = heatmaps.shape
+    at = heatmaps.reshape(k, -1).argmax(1)
+    coords = heatmap_to_input_coords(torch.stack([at % w, at // w], 1).double(), (256, 192), (h, w)).numpy()
+    expected = affine.transform_points(coords, affine.invert(matrix))
+    print("example vs framework argmax (px):", np.abs(example - expected).max())
+    assert example.shape == (17, 2) and np.abs(example - expected).max() <= 0.06  # printed to 0.1 px
