@@ -29,7 +29,8 @@ def save_backbone(checkpoint: Path, out: Path, summary: dict) -> None:
     """Keep the shared backbone (``backbone.backbone.*``) of a multi-task checkpoint as a ``Sapiens2Model``."""
     data = torch.load(checkpoint, map_location="cpu", weights_only=True)
     config = Sapiens2Config(**{k: v for k, v in data["sapiens2_ft"]["model_config"].items()
-                               if k not in ("head_config", "id2label", "label2id", "architectures")})
+                               if k not in ("head_config", "id2label", "label2id", "architectures",
+                                           "heatmap_output")})  # the heads' settings stay with the heads
     backbone = Sapiens2Model(config)
     state = {k[len(PREFIX):]: v for k, v in data["state_dict"].items() if k.startswith(PREFIX)}
     backbone.load_state_dict(state)
