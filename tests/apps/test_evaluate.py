@@ -10,7 +10,6 @@ import json
 import numpy as np
 import pytest
 
-from conftest import pose_run_args
 from sapiens2_ft import evaluate
 from sapiens2_ft.training.cli import main as train
 
