@@ -104,8 +104,8 @@ def detector_boxes(args, rest: list[str], out: Path) -> list[str]:
     if args.detector:
         from sapiens2_ft import detect
 
-        found = detect.main([*rest, "--detector", args.detector, "--out", str(out / "val_detections.json"),
-                             "--device", args.device])
+        found = detect.main([*rest, "--detector", args.detector, "--det_threshold", str(args.det_threshold),
+                             "--out", str(out / "val_detections.json"), "--device", args.device])
         return [*rest, "--data.val_detections", str(Path(found).resolve())]
     return rest
 
@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=None, help="output folder (default: eval/<config name>)")
     parser.add_argument("--boxes", default=None, help="pose: a COCO detections json of person boxes to crop")
     parser.add_argument("--detector", default=None, help="pose: a person detector (hub id or directory) for the boxes")
+    parser.add_argument("--det_threshold", type=float, default=0.5, help="--detector: minimum person score")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed"],
                         help="compute precision (bf16-mixed: faster on GPUs and CPUs with bf16, slightly other scores)")

@@ -100,3 +100,22 @@ def test_bad_input_is_a_clear_error(pose_run, tiny_coco, tmp_path):
         evaluate.main(["--config", "seg_custom.yaml", "--model", str(run_dir / "checkpoints" / "last.ckpt")])
     with pytest.raises(SystemExit, match="--config: give the recipe"):
         evaluate.main(export)
+
+
+@pytest.mark.slow
+def test_pose_boxes_from_a_detector(pose_run, tiny_coco, tiny_detector_dir, tmp_path):
+    """--detector: the boxes are found first (detect's own json, in --out) and cropped instead of the ground truth's."""
+    from datamodules.coco_keypoints import load_detections
+    from datamodules.keypoints.metainfo import load_metainfo
+
+    run_dir, _ = pose_run
+    out = tmp_path / "det"
+    found = evaluate.main([*_pose_data(tiny_coco), "--model", str(run_dir / "export"), "--out", str(out),
+                           "--detector", str(tiny_detector_dir), "--det_threshold", "0.005"])
+    boxes = json.loads((out / "val_detections.json").read_text())
+    instances, _ = load_detections(out / "val_detections.json", tiny_coco / VAL_ANN, tiny_coco / "val2017",
+                                   load_metainfo("coco17"))
+    assert boxes and found["samples"] == len(instances) > 0
+    results = json.loads((out / "predictions.json").read_text())
+    assert 0 < len(results) <= len(boxes)  # one person per box, fewer after OKS-NMS
+    assert {r["image_id"] for r in results} <= {b["image_id"] for b in boxes}
