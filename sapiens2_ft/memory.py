@@ -8,12 +8,14 @@ How the figures are made:
 - parameter counts: the task model built on the meta device (exact, nothing allocated);
 - parameters, gradients, AdamW moments: fp32 (4 + 4 + 8 bytes per parameter; gradients and moments only
   for the parameters that train: ``model.freeze``, ``model.lora``), divided by the world size under FSDP2;
-  DDP adds gradient buckets (4 bytes per trained parameter);
+  frozen linear weights take 2 bytes where ``model.frozen_dtype`` stores them in bf16 (``auto`` under
+  bf16-mixed, ``models.adapters``); DDP adds gradient buckets (4 bytes per trained parameter);
 - FSDP2 gathered parameters: two blocks (the current one and the prefetched next) plus the root
   (embeddings, head) in the compute dtype;
 - activations: one real transformer block of each kind (full and grouped-query attention) run on the
   CPU for one sample at the configured token count (bf16 autocast for bf16 precision), counting the
-  tensors autograd saves for backward; times the batch and the number of blocks of each kind; plus the
+  tensors autograd saves for backward (parameters saved as they are count as parameters, not here; a bf16
+  copy of an fp32 frozen weight counts here); times the batch and the number of blocks of each kind; plus the
   head, counted on the meta device. Checkpointed blocks keep only their input, and backward
   recomputes one block at a time. Frozen blocks with nothing trainable before them save nothing; a LoRA
   block is measured with its adapters.
@@ -35,7 +37,7 @@ from transformers import Sapiens2Config
 from transformers.models.sapiens2.modeling_sapiens2 import Sapiens2Layer, Sapiens2RopePositionEmbedding
 
 from sapiens2_ft.models import presets
-from sapiens2_ft.models.adapters import LoraOptions, adapt, add_lora
+from sapiens2_ft.models.adapters import LoraOptions, adapt, add_lora, frozen_storage, store_frozen
 from sapiens2_ft.tasks.registry import build_task_model, label_names, task_spec
 
 GIB = 2**30
@@ -59,13 +61,15 @@ class Setup:
     freeze: str = "none"  # model.freeze
     freeze_blocks: int = 0
     lora: LoraOptions | None = None  # model.lora (rank 0: none)
+    frozen_dtype: str = "float32"  # storage of the frozen linear weights (models.adapters.frozen_storage)
+    head: dict | None = None  # model.head (None: the released layout of the size)
 
 
 @dataclass
 class Estimate:
     """Bytes per device."""
 
-    params: float
+    params: float  # trained and frozen together
     grads: float
     optimizer: float
     buffers: float  # FSDP2 gathered parameters or DDP gradient buckets
@@ -73,19 +77,23 @@ class Estimate:
     activations_checkpointed: float
     num_params: int
     trainable_params: int = 0  # 0: all of num_params
+    frozen_bytes: float = 0.0  # the frozen part of params
 
     def total(self, checkpointed: bool) -> float:
         act = self.activations_checkpointed if checkpointed else self.activations
         return self.params + self.grads + self.optimizer + self.buffers + act
 
 
-def _saved_bytes(fn) -> int:
-    """Bytes of the tensors autograd saves for backward while running ``fn()``."""
+def _saved_bytes(fn, params=()) -> int:
+    """Bytes of the tensors autograd saves for backward while running ``fn()``, except those that are (views of)
+    ``params``: they take no memory beyond the parameters'."""
     total = 0
+    storages = {p.untyped_storage().data_ptr() for p in params}
 
     def pack(t):
         nonlocal total
-        total += t.numel() * t.element_size()
+        if t.untyped_storage().data_ptr() not in storages:
+            total += t.numel() * t.element_size()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -97,24 +105,28 @@ _MEASURED: dict = {}  # one measurement per block kind, for --table
 
 
 def block_activation_bytes(config: Sapiens2Config, layer_idx: int, input_size, bf16: bool,
-                           lora: LoraOptions | None = None) -> tuple[int, int, int]:
-    key = (config.to_json_string(), layer_idx, tuple(input_size), bf16, repr(lora) if lora and lora.rank else None)
+                           lora: LoraOptions | None = None, frozen_dtype: str = "float32") -> tuple[int, int, int]:
+    lora = lora if lora is not None and lora.rank > 0 else None
+    frozen_dtype = frozen_dtype if lora is not None else "float32"  # a trained block has no frozen weights
+    key = (config.to_json_string(), layer_idx, tuple(input_size), bf16, repr(lora), frozen_dtype)
     if key not in _MEASURED:
-        _MEASURED[key] = _measure_block(config, layer_idx, input_size, bf16, lora)
+        _MEASURED[key] = _measure_block(config, layer_idx, input_size, bf16, lora, frozen_dtype)
     return _MEASURED[key]
 
 
 def _measure_block(config: Sapiens2Config, layer_idx: int, input_size, bf16: bool,
-                   lora: LoraOptions | None = None) -> tuple[int, int, int]:
+                   lora: LoraOptions | None = None, frozen_dtype: str = "float32") -> tuple[int, int, int]:
     """(saved bytes per sample, saved bytes independent of the batch, input bytes per sample) of one
-    block, measured on the CPU at batch 1 and 2 (autocast saves bf16 copies of the weights once); with
-    ``lora``, the block with its adapters and its own weights frozen."""
+    block, measured on the CPU at batch 1 and 2 (autocast saves bf16 copies of fp32 weights once); with
+    ``lora``, the block with its adapters and its own weights frozen, stored in ``frozen_dtype``."""
     torch.manual_seed(0)
     layer = Sapiens2Layer(config, layer_idx=layer_idx)
-    if lora is not None and lora.rank > 0:
+    if lora is not None:
         holder = torch.nn.Module()
         holder.layer = torch.nn.ModuleList([layer])  # the names LoRA's targets expect: layer.N.attention.*
         add_lora(holder, lora)
+        if frozen_dtype != "float32":
+            store_frozen(layer, getattr(torch, frozen_dtype))
     rope = Sapiens2RopePositionEmbedding(config)
     h, w = input_size
     tokens = 1 + config.num_register_tokens + (h // config.patch_size) * (w // config.patch_size)
@@ -123,7 +135,7 @@ def _measure_block(config: Sapiens2Config, layer_idx: int, input_size, bf16: boo
         position = rope(torch.empty(batch, 3, h, w))
         x = torch.randn(batch, tokens, config.hidden_size, requires_grad=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            saved.append(_saved_bytes(lambda: layer(x, position_embeddings=position)))
+            saved.append(_saved_bytes(lambda: layer(x, position_embeddings=position), list(layer.parameters())))
     per_sample = saved[1] - saved[0]
     return per_sample, saved[0] - per_sample, tokens * config.hidden_size * 4
 
@@ -142,12 +154,14 @@ def head_activation_bytes(model, input_size, batch: int, bf16: bool) -> int:
 
 def estimate(setup: Setup) -> Estimate:
     labels = list(task_spec(setup.task).outputs) or [f"label_{i}" for i in range(setup.num_labels)]
+    frozen_dtype = None if setup.frozen_dtype == "float32" else getattr(torch, setup.frozen_dtype)
     with torch.device("meta"):
-        model, _ = build_task_model(setup.task, labels, setup.input_size, size=setup.size)
-        adapt(model, setup.freeze, setup.freeze_blocks, setup.lora)
+        model, _ = build_task_model(setup.task, labels, setup.input_size, size=setup.size, head=setup.head)
+        adapt(model, setup.freeze, setup.freeze_blocks, setup.lora, frozen_dtype)
     config = model.config
     num_params = sum(p.numel() for p in model.parameters())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    frozen_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if not p.requires_grad)
     blocks = [m for m in model.modules() if isinstance(m, Sapiens2Layer)]
     block_params = max(sum(p.numel() for p in b.parameters()) for b in blocks)
     sharded = setup.strategy == "fsdp2"
@@ -162,11 +176,11 @@ def estimate(setup: Setup) -> Estimate:
 
     num_full = config.num_first_full_attention_layers + config.num_last_full_attention_layers
     num_full = min(num_full, config.num_hidden_layers)
-    full = block_activation_bytes(config, 0, setup.input_size, setup.bf16, setup.lora)
+    full = block_activation_bytes(config, 0, setup.input_size, setup.bf16, setup.lora, setup.frozen_dtype)
     gqa = full
     if num_full < config.num_hidden_layers:
         gqa = block_activation_bytes(config, config.num_first_full_attention_layers, setup.input_size, setup.bf16,
-                                     setup.lora)
+                                     setup.lora, setup.frozen_dtype)
     b = setup.batch_size
     head = head_activation_bytes(model, setup.input_size, b, setup.bf16)
     first = config.num_first_full_attention_layers
@@ -184,7 +198,7 @@ def estimate(setup: Setup) -> Estimate:
     else:
         checkpointed = activations
     return Estimate(
-        params=on_device * 4 * num_params / shard,
+        params=on_device * (4 * trainable + frozen_bytes) / shard,
         grads=on_device * 4 * trainable / shard,
         optimizer=on_device * 8 * trainable / shard,
         buffers=buffers,
@@ -192,6 +206,7 @@ def estimate(setup: Setup) -> Estimate:
         activations_checkpointed=checkpointed,
         num_params=num_params,
         trainable_params=trainable,
+        frozen_bytes=on_device * frozen_bytes / shard,
     )
 
 
@@ -255,12 +270,15 @@ def setup_from_config(argv: list[str], world_size: int | None) -> Setup:
     if strategy == "single" and world_size > 1:
         strategy = "ddp"
     lora = model.lora
+    frozen = frozen_storage(model.frozen_dtype, precision)
     return Setup(task=task, size=size, num_labels=num_labels, input_size=tuple(data.input_size),
                  batch_size=data.batch_size, world_size=world_size, strategy=strategy,
                  bf16="bf16" in precision, checkpoint_every=scale.activation_checkpointing or 0,
                  cpu_offload=bool(scale.cpu_offload), freeze=model.freeze or "none",
                  freeze_blocks=model.freeze_blocks or 0,
-                 lora=LoraOptions(**vars(lora)) if lora is not None and not isinstance(lora, LoraOptions) else lora)
+                 lora=LoraOptions(**vars(lora)) if lora is not None and not isinstance(lora, LoraOptions) else lora,
+                 frozen_dtype=str(frozen).removeprefix("torch.") if frozen is not None else "float32",
+                 head=dict(model.head) if model.head else None)
 
 
 def report(setup: Setup, est: Estimate, device_memory_gb: float) -> str:
@@ -271,7 +289,9 @@ def report(setup: Setup, est: Estimate, device_memory_gb: float) -> str:
         f"batch {s.batch_size} per device, {s.strategy} on {s.world_size} device(s), "
         f"{'bf16' if s.bf16 else 'fp32'}{', CPU offload' if s.cpu_offload else ''}",
         f"  training {fine_tuning(s)}: {trainable / 1e6:,.1f} M parameters ({100 * trainable / est.num_params:.2f}%)",
-        f"  parameters (fp32)            {est.params / GIB:8.2f} GiB",
+        f"  parameters                   {est.params / GIB:8.2f} GiB"
+        + (f" (frozen: {est.frozen_bytes / GIB:.2f} GiB, linear weights in {s.frozen_dtype}; trained: fp32)"
+           if est.frozen_bytes and s.frozen_dtype != "float32" else " (fp32)"),
         f"  gradients (fp32)             {est.grads / GIB:8.2f} GiB",
         f"  AdamW state (fp32)           {est.optimizer / GIB:8.2f} GiB",
         f"  {'gathered params (FSDP2)' if s.strategy == 'fsdp2' else 'gradient buckets (DDP)':<28} "
@@ -284,7 +304,7 @@ def report(setup: Setup, est: Estimate, device_memory_gb: float) -> str:
     for checkpointed in (False, True):
         total = est.total(checkpointed)
         verdict = "fits" if total <= usable else "does NOT fit"
-        lines.append(f"  total {'with' if checkpointed else 'without'} checkpointing  {total / GIB:8.2f} GiB -> "
+        lines.append(f"  total {'with' if checkpointed else 'without':<7} checkpointing {total / GIB:8.2f} GiB -> "
                      f"{verdict} in {device_memory_gb:g} GB ({HEADROOM:.0%} usable)")
     return "\n".join(lines)
 
@@ -307,8 +327,7 @@ TABLE_GPUS_GB = (24, 48, 80)
 def verdict_table(setup: Setup, lora_rank: int = 16) -> str:
     """Markdown: total GiB with activation checkpointing on one GPU, per size and way of fine-tuning, and on which
     of 24 / 48 / 80 GB it fits, for the setup's task, input and batch."""
-    ways = {"all": dict(freeze="none", lora=None), "head only": dict(freeze="backbone", lora=None),
-            f"LoRA r{lora_rank}": dict(freeze="none", lora=LoraOptions(rank=lora_rank, alpha=2.0 * lora_rank))}
+    ways = _ways(lora_rank)
     rows = ["| size | fine-tuned | trains | total (GiB) | " + " | ".join(f"{g} GB" for g in TABLE_GPUS_GB) + " |",
             "|---|---|---|---|" + "---|" * len(TABLE_GPUS_GB)]
     for size in TABLE_SIZES:
@@ -324,6 +343,39 @@ def verdict_table(setup: Setup, lora_rank: int = 16) -> str:
     return "\n".join(rows)
 
 
+def _ways(lora_rank: int) -> dict[str, dict]:
+    return {"all": dict(freeze="none", lora=None), "head only": dict(freeze="backbone", lora=None),
+            f"LoRA r{lora_rank}": dict(freeze="none", lora=LoraOptions(rank=lora_rank, alpha=2.0 * lora_rank))}
+
+
+def largest_batch(setup: Setup, device_memory_gb: float) -> int:
+    """The largest per-device batch whose estimate (checkpointing as in ``setup``) fits ``device_memory_gb``
+    (0: not even batch 1). The estimate is linear in the batch, so two estimates give it."""
+    one, two = (estimate(Setup(**{**vars(setup), "batch_size": b})).total(checkpointed=True) for b in (1, 2))
+    slope, fixed = two - one, 2 * one - two
+    return max(0, int((HEADROOM * device_memory_gb * GIB - fixed) // slope))
+
+
+def batch_table(setup: Setup, lora_rank: int = 16) -> str:
+    """Markdown: the largest batch on one 24 / 48 / 80 GB GPU per size and way of fine-tuning (every block
+    checkpointed; the setup's task, input, precision and frozen dtype)."""
+    ways = _ways(lora_rank)
+    rows = ["| GPU | " + " | ".join(f"{size} {name}" for size in TABLE_SIZES for name in ways) + " | largest model |",
+            "|---|" + "---|" * (len(TABLE_SIZES) * len(ways) + 1)]
+    for gb in TABLE_GPUS_GB:
+        cells, largest = [], "-"
+        for size in TABLE_SIZES:
+            for name, way in ways.items():
+                one = Setup(**{**vars(setup), "size": size, "world_size": 1, "strategy": "single",
+                               "cpu_offload": False, "checkpoint_every": 1, "freeze_blocks": 0, **way})
+                batch = largest_batch(one, gb)
+                cells.append(str(batch) if batch else "-")
+                if batch:
+                    largest = size
+        rows.append(f"| {gb} GB | " + " | ".join(cells) + f" | {largest} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> Estimate:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
     parser.add_argument("--world_size", type=int, default=None, help="devices in total (default: from the config)")
@@ -333,6 +385,9 @@ def main(argv: list[str] | None = None) -> Estimate:
     parser.add_argument("--table", action="store_true",
                         help="also print what fits on one 24 / 48 / 80 GB GPU for 0.4b, 1b and 5b, fine-tuned fully, "
                              "head only and with LoRA r16 (the config's task, input and batch)")
+    parser.add_argument("--batch_table", action="store_true",
+                        help="also print the largest batch on one 24 / 48 / 80 GB GPU for 0.4b, 1b and 5b, fine-tuned "
+                             "fully, head only and with LoRA r16 (the config's task, input and precision)")
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     setup = setup_from_config(rest, args.world_size)
     if args.activation_checkpointing is not None:
@@ -345,6 +400,8 @@ def main(argv: list[str] | None = None) -> Estimate:
     print(report(setup, est, args.device_memory_gb))
     if args.table:
         print(verdict_table(setup))
+    if args.batch_table:
+        print(batch_table(setup))
     return est
 
 

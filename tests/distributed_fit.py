@@ -4,7 +4,8 @@ Every run starts from the same weights (``RUNS/init``, written by the first run)
 global batches (sequential sampling; with N ranks, rank r takes samples r, r + N, ...).
 
 ``python tests/distributed_fit.py --out RUNS/NAME --devices N --strategy {single,ddp,fsdp2} --steps K
-[--stop_after J] [--resume CKPT] [--checkpointing EVERY] [--lora RANK] [--freeze MODE] [--compile BACKEND]`` writes ``RUNS/NAME/result.json``: the
+[--stop_after J] [--resume CKPT] [--checkpointing EVERY] [--lora RANK] [--freeze MODE] [--compile BACKEND]
+[--precision P] [--frozen_dtype D]`` writes ``RUNS/NAME/result.json``: the
 global-batch mean loss of every step (averaged over ranks), and per rank the number of parameter
 elements it holds locally and in total. The tests call ``main(argv)`` in forks of tests/forked.py (each rank through
 ``forked.as_rank``); run as a script, Lightning launches the other ranks.
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lora", type=int, default=0, help="LoRA rank (0: full fine-tuning)")
     parser.add_argument("--freeze", default="none")
     parser.add_argument("--compile", default=None, help="torch.compile backend of the blocks (default: eager)")
+    parser.add_argument("--precision", default="32-true", help="trainer.precision")
+    parser.add_argument("--frozen_dtype", default="auto", help="model.frozen_dtype")
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // args.devices))  # ranks share the cores
     L.seed_everything(0, verbose=False)  # the same LoRA adapters in every run (drawn from the run's seed)
@@ -112,10 +115,12 @@ def main(argv: list[str] | None = None) -> None:
                                 optim={"lr": 1e-3, "warmup_steps": 0, "fused": False},
                                 scale={"activation_checkpointing": args.checkpointing, "compile": bool(args.compile),
                                        "compile_backend": args.compile or "inductor"}, freeze=args.freeze,
-                                lora={"rank": args.lora, "alpha": 2.0 * max(args.lora, 1)})
+                                lora={"rank": args.lora, "alpha": 2.0 * max(args.lora, 1)},
+                                frozen_dtype=args.frozen_dtype)
     strategy = {"single": "auto", "ddp": "ddp", "fsdp2": FSDP2Strategy()}[args.strategy]
     record = Record(args.stop_after)
     trainer = L.Trainer(accelerator="cpu", devices=args.devices, strategy=strategy, max_steps=args.steps,
+                        precision=args.precision,
                         limit_val_batches=0, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, callbacks=[record], default_root_dir=args.out,
                         deterministic=True, use_distributed_sampler=False)

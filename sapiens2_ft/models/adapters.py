@@ -1,6 +1,13 @@
 """Parameter-efficient fine-tuning: a frozen backbone (or its first blocks), and LoRA adapters (``peft``) on the
 backbone's attention and MLP linear layers. The head always trains in full.
 
+Frozen weights need no fp32 copy: ``frozen_dtype`` stores the frozen linear layers' weights and biases in the
+dtype autocast computes them in (``bfloat16`` under ``bf16-mixed``), so the forward pass is the one of
+fp32-stored weights (autocast rounds them to that dtype anyway) at half the memory, and autograd saves the
+stored weights instead of a bf16 copy per layer. Norms, layer scales, tokens and the patch embedding (whose
+dtype sets the RoPE tables'; together under 1% of a backbone) stay fp32, as do all trained parameters (fp32
+masters, AdamW state for them only).
+
 ``adapt`` runs on the freshly built model, before activation checkpointing and FSDP2 sharding, and on every
 rank's meta-device copy alike, so the parameter names and shapes agree everywhere. ``merge_lora`` folds trained
 adapters into plain weights (``W + alpha / r x B A``) for export.
@@ -15,6 +22,8 @@ import torch
 from torch import nn
 
 FREEZE_MODES = ("none", "backbone", "first_n_blocks")
+FROZEN_DTYPES = ("auto", "float32", "bfloat16", "float16")
+AUTOCAST_DTYPES = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}  # trainer.precision -> compute dtype
 ADAPTER = "default"  # peft's adapter name in the parameter names
 _LORA_KEY = re.compile(rf"^(.*)\.lora_([AB])\.{ADAPTER}\.weight$")
 
@@ -55,8 +64,16 @@ def _block_index(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def adapt(model: nn.Module, freeze: str = "none", freeze_blocks: int = 0, lora: LoraOptions | None = None) -> None:
-    """Freeze and / or add LoRA adapters in place (see the module docstring)."""
+def adapt(model: nn.Module, freeze: str = "none", freeze_blocks: int = 0, lora: LoraOptions | None = None,
+          frozen_dtype: torch.dtype | None = None) -> None:
+    """Freeze and / or add LoRA adapters in place, then store the frozen layers' weights in ``frozen_dtype``
+    (None: as they are; see the module docstring and :func:`frozen_storage`)."""
+    _adapt(model, freeze, freeze_blocks, lora)
+    if frozen_dtype is not None:
+        store_frozen(model, frozen_dtype)
+
+
+def _adapt(model: nn.Module, freeze: str, freeze_blocks: int, lora: LoraOptions | None) -> None:
     if freeze not in FREEZE_MODES:
         raise ValueError(f"model.freeze: '{freeze}' is not one of {', '.join(FREEZE_MODES)}")
     backbone = backbone_of(model)
@@ -97,6 +114,47 @@ def add_lora(backbone: nn.Module, lora: LoraOptions) -> None:
         inject_adapter_in_model(config, backbone, adapter_name=ADAPTER)
     for name, param in backbone.named_parameters():
         param.requires_grad_(".lora_" in name)
+
+
+def frozen_storage(option: str, precision: str | None) -> torch.dtype | None:
+    """The dtype to store frozen weights in (None: float32, as loaded) for ``model.frozen_dtype`` ``option`` and
+    the trainer's ``precision`` (None: no trainer). ``auto`` is the precision's autocast dtype; an explicit
+    half dtype needs that autocast, which computes the frozen layers in it."""
+    if option not in FROZEN_DTYPES:
+        raise ValueError(f"model.frozen_dtype: '{option}' is not one of {', '.join(FROZEN_DTYPES)}")
+    compute = AUTOCAST_DTYPES.get(str(precision)) if precision is not None else None
+    if option == "auto":
+        return compute
+    if option == "float32":
+        return None
+    wanted = getattr(torch, option)
+    if precision is not None and compute != wanted:
+        needed = next(k for k, v in AUTOCAST_DTYPES.items() if v == wanted)
+        raise ValueError(f"model.frozen_dtype: {option} is computed under {needed} autocast, but trainer.precision "
+                         f"is '{precision}'; set trainer.precision: {needed}, or model.frozen_dtype: auto")
+    return wanted if precision is not None else None
+
+
+def store_frozen(model: nn.Module, dtype: torch.dtype) -> int:
+    """Cast the frozen weights and biases of the linear layers to ``dtype`` in place (autocast's compute dtype for
+    them); returns how many parameters were cast. Trained parameters are left as they are."""
+    cast = 0
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            for param in module.parameters(recurse=False):
+                if not param.requires_grad and param.dtype != dtype:
+                    param.data = param.data.to(dtype)
+                    cast += param.numel()
+    return cast
+
+
+def storage_summary(model: nn.Module) -> str:
+    """Parameters per dtype and whether they train: '12,345 bfloat16 frozen, 678 float32 trained'."""
+    counts: dict[tuple[str, str], int] = {}
+    for param in model.parameters():
+        key = (str(param.dtype).removeprefix("torch."), "trained" if param.requires_grad else "frozen")
+        counts[key] = counts.get(key, 0) + param.numel()
+    return ", ".join(f"{n:,} {dtype} {kind}" for (dtype, kind), n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def trainable_summary(model: nn.Module) -> str:

@@ -23,7 +23,7 @@ from torch import nn
 
 from datamodules.hparams import as_dataclass, plain_hparams
 from sapiens2_ft.compat import attached_trainer
-from sapiens2_ft.models.adapters import LoraOptions, adapt, trainable_summary
+from sapiens2_ft.models.adapters import LoraOptions, adapt, frozen_storage, storage_summary, trainable_summary
 from sapiens2_ft.models.checkpoints import RECORD_KEY, model_record
 from sapiens2_ft.models.factory import LoadReport
 from sapiens2_ft.models.optim import OptimConfig, build_optimizer
@@ -152,6 +152,9 @@ class TaskModule(L.LightningModule):
             first ``freeze_blocks`` transformer blocks stay as loaded).
         freeze_blocks: How many blocks ``first_n_blocks`` freezes.
         lora: LoRA adapters on the backbone (``sapiens2_ft.models.adapters.LoraOptions``; rank 0: off).
+        frozen_dtype: Storage of the frozen layers' weights (with ``freeze`` or ``lora``) in training: ``auto``
+            (the autocast dtype of ``trainer.precision``: bfloat16 under bf16-mixed, else float32), ``float32``,
+            ``bfloat16`` or ``float16`` (these two need the matching mixed precision). Trained weights stay float32.
     """
 
     task: str  # the task registry's name, set by each subclass
@@ -171,6 +174,7 @@ class TaskModule(L.LightningModule):
         freeze: str = "none",
         freeze_blocks: int = 0,
         lora: LoraOptions = LoraOptions(),
+        frozen_dtype: str = "auto",
     ):
         super().__init__()
         self.save_hyperparameters()  # the subclass's arguments too
@@ -222,15 +226,16 @@ class TaskModule(L.LightningModule):
         trainer = attached_trainer(self)
         device = trainer.strategy.root_device if trainer is not None else None
         hp = self.hparams
+        frozen = frozen_storage(hp.frozen_dtype, trainer.precision if trainer is not None else None)
         self.model, report = place_model(self.build, model_class(self.task), self.scale, mesh, device,
                                          partial(adapt, freeze=hp.freeze, freeze_blocks=hp.freeze_blocks,
-                                                 lora=self.lora))
+                                                 lora=self.lora, frozen_dtype=frozen))
         if report is not None:
             self.load_report = report
             rank_zero_info(str(report))
         if hp.freeze != "none" or self.lora.rank > 0:
             rank_zero_info(f"model.freeze {hp.freeze}, model.lora.rank {self.lora.rank}: "
-                           f"{trainable_summary(self.model)}")
+                           f"{trainable_summary(self.model)}; stored as {storage_summary(self.model)}")
 
     def forward(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
         """Normalised images (B, 3, H, W) -> the task's outputs (``predict``)."""

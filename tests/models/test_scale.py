@@ -51,6 +51,22 @@ def _fit(runs: Path, name: str, *args: str) -> dict:
     return json.loads((runs / name / "result.json").read_text())
 
 
+def saved_beyond_parameters(model: torch.nn.Module, x: torch.Tensor) -> int:
+    """Bytes autograd saves for backward in ``model(x)``, less the parameters it saves as they are (no memory of
+    their own)."""
+    storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved = []
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in storages:
+            saved.append(t.numel() * t.element_size())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(x)
+    return sum(saved)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("distributed")
@@ -96,16 +112,9 @@ def test_memory_estimate_with_lora_or_freezing_matches_measured_on_cpu(freeze, l
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert est.trainable_params == trainable < est.num_params
     assert est.grads == 4 * trainable and est.optimizer == 8 * trainable and est.params == 4 * est.num_params
-    saved = []
-
-    def pack(t):
-        saved.append(t.numel() * t.element_size())
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(torch.randn(3, 3, 256, 192))
+    saved = saved_beyond_parameters(model, torch.randn(3, 3, 256, 192))
     # as for full fine-tuning: the embeddings and final norm are left out of the estimate
-    assert est.activations == pytest.approx(sum(saved), rel=0.10), (est.activations, sum(saved))
+    assert est.activations == pytest.approx(saved, rel=0.10), (est.activations, saved)
 
 
 @pytest.mark.distributed
@@ -200,16 +209,7 @@ def test_memory_estimate_matches_measured_activations_on_cpu():
         torch.manual_seed(0)
         model, _ = build_task_model("seg", [f"c{i}" for i in range(29)], (256, 192), size="tiny")
         apply_activation_checkpointing(model, every)
-        x = torch.randn(3, 3, 256, 192)
-        saved = []
-
-        def pack(t):
-            saved.append(t.numel() * t.element_size())
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            model(x)
-        measured[every] = sum(saved)
+        measured[every] = saved_beyond_parameters(model, torch.randn(3, 3, 256, 192))
     # off by the embeddings and final norm, which the estimate leaves out: within 10%
     assert est.activations == pytest.approx(measured[0], rel=0.10)
     # the estimate adds one block's recomputation (live during backward), which saved bytes do not show
@@ -261,5 +261,10 @@ def test_memory_cli_reads_the_recipe_like_train_py():
     gib = 2**30
     text = report(setup, Estimate(params=gib, grads=gib, optimizer=2 * gib, buffers=0, activations=100 * gib,
                                   activations_checkpointed=10 * gib, num_params=10**9), device_memory_gb=80)
-    assert "total without checkpointing    104.00 GiB -> does NOT fit" in text
-    assert "total with checkpointing     14.00 GiB -> fits" in text
+    assert "total without checkpointing   104.00 GiB -> does NOT fit" in text
+    assert "total with    checkpointing    14.00 GiB -> fits" in text
+    # a LoRA recipe under bf16-mixed stores its frozen weights in bf16 (model.frozen_dtype: auto)
+    lora = setup_from_config(["--config", "pose_coco_5b_lora.yaml"], world_size=1)
+    assert lora.frozen_dtype == "bfloat16" and lora.lora.rank == 16
+    fp32 = setup_from_config(["--config", "pose_coco_5b_lora.yaml", "--model.frozen_dtype", "float32"], world_size=1)
+    assert fp32.frozen_dtype == "float32"
