@@ -117,11 +117,25 @@ def write_arrays(directory: Path, name: str, files: dict[str, np.ndarray]) -> No
             cv2.imwrite(str(path), array)
 
 
+def weight_name_problems(weights: dict[str, float], known: dict[str, float], key: str = "model.loss_weights") -> list[str]:
+    """The problem with weights of unknown names (none: []), naming the config key and the known names."""
+    unknown = set(weights or {}) - set(known)
+    return [f"{key}: unknown names {sorted(unknown)}; known: {sorted(known)}"] if unknown else []
+
+
 def check_weight_names(weights: dict[str, float], known: dict[str, float], key: str = "model.loss_weights") -> None:
     """Refuse weights of unknown names, naming the config key and the known names."""
-    unknown = set(weights) - set(known)
-    if unknown:
-        raise ValueError(f"{key}: unknown names {sorted(unknown)}; known: {sorted(known)}")
+    for problem in weight_name_problems(weights, known, key):
+        raise ValueError(problem)
+
+
+class ConfigProblems(ValueError):
+    """Every problem found in a module's options at once (``TaskModule.check_options``), one per line."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
+        super().__init__(f"{count} in the config:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 def training_optimizer(module: L.LightningModule, parameters: nn.Module, optim: OptimConfig, num_layers: int):
@@ -178,6 +192,9 @@ class TaskModule(L.LightningModule):
     ):
         super().__init__()
         self.save_hyperparameters()  # the subclass's arguments too
+        problems = type(self).check_options(**self.hparams)
+        if problems:
+            raise ConfigProblems(problems)
         plain_hparams(self)  # checkpoints stay loadable with weights_only=True
         # Lightning's CLI stores nested dataclasses in hparams as dicts: keep the objects here.
         self.optim = as_dataclass(OptimConfig, optim)
@@ -189,6 +206,42 @@ class TaskModule(L.LightningModule):
         self.val_metrics = None  # the task's torchmetrics Metric (pose: made at the first validation)
         self._saved: list[tuple[str, dict[str, np.ndarray]]] = []
         self._panel_samples: tuple[dict, dict] | None = None  # (batch, outputs) of the first validation samples
+
+    @classmethod
+    def check_options(cls, **options) -> list[str]:
+        """Every problem with these ``model.*`` options, each naming its key (none: []), found without building
+        anything, so that a config's mistakes are reported together (``training.cli`` adds the rest of the
+        config's). A task that adds options extends it."""
+        from sapiens2_ft.models import presets
+        from sapiens2_ft.models.adapters import FREEZE_MODES, FROZEN_DTYPES
+
+        problems = []
+        if options.get("pretrained") is None and options.get("init_from") is None \
+                and options.get("size") not in presets.BACKBONES:
+            problems.append(f"model.size: '{options.get('size')}' is not one of {', '.join(presets.BACKBONES)} "
+                            f"(model.pretrained is not set)")
+        freeze = options.get("freeze", "none")
+        if freeze not in FREEZE_MODES:
+            problems.append(f"model.freeze: '{freeze}' is not one of {', '.join(FREEZE_MODES)}")
+        if freeze == "first_n_blocks" and (options.get("freeze_blocks") or 0) < 1:
+            problems.append("model.freeze_blocks: give how many blocks model.freeze: first_n_blocks freezes (>= 1)")
+        lora = as_dataclass(LoraOptions, options.get("lora") or {})
+        if lora.rank < 0:
+            problems.append(f"model.lora.rank: {lora.rank} is negative (0 turns LoRA off)")
+        if lora.rank > 0 and freeze not in ("none",):
+            problems.append(f"model.freeze: '{freeze}' with model.lora.rank {lora.rank}: LoRA already freezes the "
+                            f"backbone's weights; set model.freeze: none")
+        unknown = sorted(set(lora.target_modules) - set(LoraOptions().target_modules))
+        if lora.rank > 0 and (unknown or not lora.target_modules):
+            problems.append(f"model.lora.target_modules: {unknown or '[]'} not among the blocks' linear layers "
+                            f"{LoraOptions().target_modules}")
+        if options.get("frozen_dtype", "auto") not in FROZEN_DTYPES:
+            problems.append(f"model.frozen_dtype: '{options.get('frozen_dtype')}' is not one of "
+                            f"{', '.join(FROZEN_DTYPES)}")
+        size = options.get("input_size") or (256, 192)
+        if len(size) != 2 or any(int(v) <= 0 or int(v) % 16 for v in size):
+            problems.append(f"data.input_size: {list(size)} must be two positive multiples of the patch size, 16")
+        return problems
 
     @property
     def spec(self) -> TaskSpec:

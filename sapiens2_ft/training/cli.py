@@ -33,8 +33,10 @@ from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.plugins.environments import ClusterEnvironment, SLURMEnvironment
 
 from sapiens2_ft.compat import cli_value, experiment_started
+from sapiens2_ft.models.adapters import FROZEN_DTYPES, frozen_storage
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
 from sapiens2_ft.resources import config_dir, format_config_list
+from sapiens2_ft.tasks.base import ConfigProblems
 from sapiens2_ft.tasks.registry import DEFAULT_TASK, TASKS, import_class, task_spec
 from sapiens2_ft.training.callbacks.data_sheet import DataSheet
 from sapiens2_ft.training.callbacks.diagnostics import ValidationDiagnostics
@@ -100,6 +102,26 @@ def task_of(argv: list[str]) -> str:
     return task
 
 
+def check_config(config, module_class) -> None:
+    """Every problem of a parsed config that can be seen before anything is built, in one message (in the spirit
+    of litgpt's ``validate_args``): the module's options (``TaskModule.check_options``), their fit with the trainer,
+    and the command line's own. Types and unknown keys are the parser's (jsonargparse) and come before."""
+    problems = []
+    if config.resume and config.init_from:
+        problems.append("--resume continues a run and --init_from starts a new one: give one of them")
+    options = config.model.as_dict()
+    problems += module_class.check_options(**options)
+    trainer = config.trainer
+    precision = trainer.precision or default_precision(trainer.accelerator)
+    if options.get("frozen_dtype", "auto") in FROZEN_DTYPES:
+        try:
+            frozen_storage(options.get("frozen_dtype", "auto"), str(precision))
+        except ValueError as err:
+            problems.append(str(err))
+    if problems:
+        raise SystemExit(str(ConfigProblems(problems)))
+
+
 def default_precision(accelerator) -> str:
     """bf16-mixed where the run trains on a GPU, else full fp32. The GPU's bf16 support is not probed:
     that would start CUDA in the launching process, before Lightning forks or starts the ranks."""
@@ -161,9 +183,8 @@ class Sapiens2CLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         config = self.config
         check_class_paths(config.as_dict())
+        check_config(config, self.model_class)
         name = run_name(config.get("config") or [])
-        if config.resume and config.init_from:
-            raise SystemExit("--resume continues a run and --init_from starts a new one: give one of them")
         resumed = resolve_resume(config.resume, config.run_dir, name) if config.resume else None
         if resumed is not None:
             checkpoint, run_dir = resumed

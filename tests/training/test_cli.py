@@ -125,6 +125,41 @@ def test_resume_of_a_run_directory_without_a_checkpoint_says_so(tmp_path):
         resolve_resume(str(tmp_path / "run"), None, "pose_coco")
 
 
+def test_every_config_problem_is_reported_in_one_message_before_anything_runs(tmp_path):
+    """Seven mistakes of different keys, one SystemExit that names each (no run directory made, nothing built)."""
+    run_dir = tmp_path / "run"
+    args = ["--config", "pose_demo.yaml", "--run_dir", str(run_dir), "--model.freeze", "half",
+            "--model.lora.rank", "4", "--model.lora.target_modules", "[qkv]", "--model.frozen_dtype", "bfloat16",
+            "--trainer.precision", "32-true", "--data.keypoints", "coco18", "--data.input_size", "[250, 192]",
+            "--resume", "auto", "--init_from", str(tmp_path / "x.ckpt")]
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    message = str(exit_.value)
+    assert message.startswith("7 problems in the config:")
+    for expected in ("--resume continues a run and --init_from starts a new one",
+                     "model.freeze: 'half' is not one of none, backbone, first_n_blocks",
+                     "model.freeze: 'half' with model.lora.rank 4: LoRA already freezes",
+                     "model.lora.target_modules: ['qkv'] not among the blocks' linear layers",
+                     "data.input_size: [250, 192] must be two positive multiples of the patch size, 16",
+                     "data.keypoints: unknown keypoint set 'coco18'",
+                     "model.frozen_dtype: bfloat16 is computed under bf16-mixed autocast, but trainer.precision "
+                     "is '32-true'"):
+        assert f"  - {expected}" in message, expected
+    assert not run_dir.exists()
+
+
+def test_a_module_built_in_python_lists_its_problems_together():
+    from sapiens2_ft.tasks.base import ConfigProblems
+    from sapiens2_ft.tasks.matting.module import MattingModule
+
+    with pytest.raises(ConfigProblems) as err:
+        MattingModule(size="huge", loss_weights={"alpha": 1.0, "sharpness": 2.0}, freeze="first_n_blocks")
+    assert len(err.value.problems) == 3
+    assert "model.size: 'huge' is not one of" in str(err.value)
+    assert "model.freeze_blocks: give how many blocks" in str(err.value)
+    assert "model.loss_weights: unknown names ['sharpness']" in str(err.value)
+
+
 def test_configs_may_instantiate_only_allowed_classes(tmp_path, monkeypatch):
     """A Lightning callback from a module outside the allowed ones (here a test helper) is refused when a
     config file names it; the environment, not the config, extends the list."""

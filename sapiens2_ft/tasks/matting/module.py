@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from sapiens2_ft.tasks.base import TaskModule, check_weight_names
+from sapiens2_ft.tasks.base import TaskModule, weight_name_problems
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.matting.loss import DEFAULT_WEIGHTS, estimate_background, matting_loss
 from sapiens2_ft.tasks.matting.metric import MattingMetrics
@@ -33,8 +33,11 @@ class MattingModule(TaskModule):
 
     task = "matting"
 
+    @classmethod
+    def check_options(cls, **options) -> list[str]:
+        return super().check_options(**options) + weight_name_problems(options.get("loss_weights"), DEFAULT_WEIGHTS)
+
     def __init__(self, loss_weights: dict[str, float] = dict(DEFAULT_WEIGHTS), **kwargs):
-        check_weight_names(loss_weights, DEFAULT_WEIGHTS)
         super().__init__(**kwargs)
         self.val_metrics = MattingMetrics()
 

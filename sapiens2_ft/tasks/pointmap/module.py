@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from sapiens2_ft.tasks.base import TaskModule, check_weight_names
+from sapiens2_ft.tasks.base import TaskModule, weight_name_problems
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.pointmap.loss import DEFAULT_WEIGHTS, pointmap_loss
 from sapiens2_ft.tasks.pointmap.metric import PointmapMetrics
@@ -52,11 +52,14 @@ class PointmapModule(TaskModule):
     """
 
     task = "pointmap"
+
+    @classmethod
+    def check_options(cls, **options) -> list[str]:
+        return super().check_options(**options) + weight_name_problems(options.get("loss_weights"), DEFAULT_WEIGHTS)
     people_only_pictures = True
 
     def __init__(self, loss_weights: dict[str, float] = dict(DEFAULT_WEIGHTS), canonical_focal: float = 768.0,
                  **kwargs):
-        check_weight_names(loss_weights, DEFAULT_WEIGHTS)
         super().__init__(**kwargs)
         self.val_metrics = PointmapMetrics()
 

@@ -15,7 +15,7 @@ from typing import Literal, Sequence
 import numpy as np
 import torch
 
-from datamodules.keypoints.metainfo import load_metainfo
+from datamodules.keypoints.metainfo import MetainfoError, load_metainfo
 from sapiens2_ft.tasks.base import TaskModule
 from sapiens2_ft.tasks.pose.codec import (
     decode_heatmaps,
@@ -56,6 +56,15 @@ class PoseModule(TaskModule):
 
     task = "pose"
     panel_outputs = ("coords", "scores")  # not the heatmaps
+
+    @classmethod
+    def check_options(cls, **options) -> list[str]:
+        problems = super().check_options(**options)
+        try:
+            load_metainfo(options.get("keypoints", "coco17"))
+        except MetainfoError as err:
+            problems.append(f"data.keypoints: {err}")
+        return problems
 
     def __init__(
         self,
