@@ -107,10 +107,14 @@ def check_config(config, module_class) -> None:
     of litgpt's ``validate_args``): the module's options (``TaskModule.check_options``), their fit with the trainer,
     and the command line's own. Types and unknown keys are the parser's (jsonargparse) and come before."""
     problems = []
+    if config.task != module_class.task:  # task_of's quick read must agree with the parser's
+        problems.append(f"task: the config says '{config.task}', but {module_class.__name__} was chosen from the "
+                        f"arguments (task_of); give the task once, in a config or as --task")
     if config.resume and config.init_from:
         problems.append("--resume continues a run and --init_from starts a new one: give one of them")
     options = config.model.as_dict()
-    problems += module_class.check_options(**options)
+    if hasattr(module_class, "check_options"):  # the task modules (multi-task pretraining checks its own)
+        problems += module_class.check_options(**options)
     trainer = config.trainer
     precision = trainer.precision or default_precision(trainer.accelerator)
     if options.get("frozen_dtype", "auto") in FROZEN_DTYPES:

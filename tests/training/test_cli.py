@@ -148,6 +148,15 @@ def test_every_config_problem_is_reported_in_one_message_before_anything_runs(tm
     assert not run_dir.exists()
 
 
+def test_a_cli_built_for_another_task_than_the_config_says_is_refused(tmp_path):
+    from sapiens2_ft.training.cli import Sapiens2CLI
+
+    config = tmp_path / "seg.yaml"
+    config.write_text("task: seg\n")  # only keys every task has: the pose parser takes it
+    with pytest.raises(SystemExit, match="task: the config says 'seg', but PoseModule was chosen"):
+        Sapiens2CLI("pose", args=["--config", str(config), "--run_dir", str(tmp_path / "r")], run=False)
+
+
 def test_a_module_built_in_python_lists_its_problems_together():
     from sapiens2_ft.tasks.base import ConfigProblems
     from sapiens2_ft.tasks.matting.module import MattingModule
