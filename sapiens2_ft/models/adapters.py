@@ -24,6 +24,7 @@ from torch import nn
 FREEZE_MODES = ("none", "backbone", "first_n_blocks")
 FROZEN_DTYPES = ("auto", "float32", "bfloat16", "float16")
 AUTOCAST_DTYPES = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}  # trainer.precision -> compute dtype
+PRECISION_ALIASES = {"bf16": "bf16-mixed", "16": "16-mixed", "32": "32-true"}  # Lightning's short forms
 ADAPTER = "default"  # peft's adapter name in the parameter names
 _LORA_KEY = re.compile(rf"^(.*)\.lora_([AB])\.{ADAPTER}\.weight$")
 
@@ -122,7 +123,9 @@ def frozen_storage(option: str, precision: str | None) -> torch.dtype | None:
     half dtype needs that autocast, which computes the frozen layers in it."""
     if option not in FROZEN_DTYPES:
         raise ValueError(f"model.frozen_dtype: '{option}' is not one of {', '.join(FROZEN_DTYPES)}")
-    compute = AUTOCAST_DTYPES.get(str(precision)) if precision is not None else None
+    if precision is not None:
+        precision = PRECISION_ALIASES.get(str(precision), str(precision))
+    compute = AUTOCAST_DTYPES.get(precision) if precision is not None else None
     if option == "auto":
         return compute
     if option == "float32":

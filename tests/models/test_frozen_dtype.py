@@ -48,6 +48,7 @@ def test_frozen_head_only_run_casts_the_backbone_linears():
     ("auto", "bf16-mixed", torch.bfloat16), ("auto", "16-mixed", torch.float16), ("auto", "32-true", None),
     ("float32", "bf16-mixed", None), ("bfloat16", "bf16-mixed", torch.bfloat16),
     ("bfloat16", None, None),  # no trainer (loading to predict): weights as loaded
+    ("bfloat16", "bf16", torch.bfloat16), ("auto", 16, torch.float16),  # Lightning's short forms
 ])
 def test_frozen_storage_follows_the_precision(option, precision, expected):
     assert frozen_storage(option, precision) == expected
