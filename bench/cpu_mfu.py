@@ -7,8 +7,8 @@
    batch of its own data (``--root``, rendered there when missing), forward + backward + AdamW. Its FLOPs
    are counted once with ``torch.utils.flop_counter.FlopCounterMode`` (per part: backbone on the images, on
    the pose crops, each head), then the step is timed (median of ``--steps``) in each variant:
-   ``fp32`` (``--threads`` threads), ``fp32, 1 thread``, and ``bf16 autocast`` where the CPU has native bf16
-   (``--bf16 force`` times it anyway).
+   ``fp32`` (``--threads`` threads), ``fp32, 1 thread``, and where the CPU has native bf16 (``--bf16 force``
+   times them anyway) ``bf16 autocast`` and ``bf16, eager attention`` (the recipe's setting there).
 3. MFU = achieved FLOP/s / the matmul peak at the mini shape of the same dtype and thread count.
 
 Run: ``python bench/cpu_mfu.py [--batch 16] [--steps 5] [--threads 2]`` (about 3 minutes on 2 cores; pause
@@ -31,16 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from timing import median_seconds  # noqa: E402
 
+from sapiens2_ft.training.cpu_precision import native_bf16  # noqa: E402
+
 HIDDEN, MLP = 160, 640  # the mini preset
-
-
-def native_bf16() -> bool:
-    """Whether the CPU has bf16 dot products (AVX-512 BF16 or AMX): the flags ``lscpu`` lists."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def matmul_gflops(m: int, k: int, n: int, dtype: torch.dtype, repeats: int = 5) -> float:
@@ -96,6 +89,19 @@ def count_flops(module, batch, step) -> tuple[float, dict[str, float]]:
                    "heads and losses": total - 2 * backbone}
 
 
+@contextlib.contextmanager
+def bf16_eager(module):
+    """bf16 autocast with the backbone's attention as plain matmuls and softmax (``attn_implementation: eager``,
+    the recipe's choice) instead of SDPA's flash kernel."""
+    config = module.backbone.backbone.config
+    config._attn_implementation = "eager"
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            yield
+    finally:
+        config._attn_implementation = "sdpa"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=16)
@@ -134,6 +140,7 @@ def main() -> None:
     if bf16:
         variants["bf16 autocast"] = (args.threads, lambda: torch.autocast("cpu", dtype=torch.bfloat16),
                                      torch.bfloat16)
+        variants["bf16, eager attention"] = (args.threads, lambda: bf16_eager(module), torch.bfloat16)
     times = defaultdict(list)
     for _ in range(args.steps):  # one step of each variant per round: load changes hit all of them
         for name, (threads, context, _) in variants.items():

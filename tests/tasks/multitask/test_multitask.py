@@ -39,3 +39,13 @@ def test_pretraining_run_keeps_one_backbone_and_resumes(dense_root, tmp_path):
 
     resumed = main(_args(dense_root, tmp_path / "elsewhere", 3) + ["--resume", str(run_dir)])
     assert resumed["global_step"] == 3 and resumed["run_dir"] == str(run_dir)
+
+
+def test_the_attention_implementation_reaches_the_shared_backbone():
+    from sapiens2_ft.tasks.multitask.module import MultiTaskModule
+
+    module = MultiTaskModule(size="tiny", input_size=(128, 96), attn_implementation="eager")
+    module.configure_model()
+    assert module.backbone_model().config._attn_implementation == "eager"
+    for task in module.tasks.values():
+        assert task.model.config._attn_implementation == "eager"
