@@ -5,7 +5,7 @@ global batches (sequential sampling; with N ranks, rank r takes samples r, r + N
 
 ``python tests/distributed_fit.py --out RUNS/NAME --devices N --strategy {single,ddp,fsdp2} --steps K
 [--stop_after J] [--resume CKPT] [--checkpointing EVERY] [--lora RANK] [--freeze MODE] [--compile BACKEND]
-[--precision P] [--frozen_dtype D]`` writes ``RUNS/NAME/result.json``: the
+[--precision P] [--frozen_dtype D] [--task multitask --data_root DIR]`` writes ``RUNS/NAME/result.json``: the
 global-batch mean loss of every step (averaged over ranks), and per rank the number of parameter
 elements it holds locally and in total. The tests call ``main(argv)`` in forks of tests/forked.py (each rank through
 ``forked.as_rank``); run as a script, Lightning launches the other ranks.
@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset
 
+from sapiens2_ft.tasks.multitask.module import MultiTaskModule
 from sapiens2_ft.tasks.registry import build_task_model
 from sapiens2_ft.tasks.seg.module import SegmentationModule
 from sapiens2_ft.training.strategies import FSDP2Strategy
@@ -30,6 +31,7 @@ from sapiens2_ft.training.strategies import FSDP2Strategy
 SIZE = (64, 48)
 CLASSES = ["a", "b", "c", "d"]
 GLOBAL_BATCH = 4
+MULTITASK_SIZE = (128, 96)  # the smallest input the pointmap head's scale branch takes
 
 
 class FixedData(Dataset):
@@ -71,6 +73,24 @@ class Record(L.Callback):
         self.losses.append(loss.item())
 
 
+class MultiTaskBatches(L.LightningDataModule):
+    """The multi-task pretraining's validation samples of a synthetic dataset (``root``), split over the ranks as
+    ``FixedBatches`` splits its samples."""
+
+    def __init__(self, root: str):
+        super().__init__()
+        self.root = root
+
+    def train_dataloader(self) -> DataLoader:
+        from datamodules.multitask_datamodule import MultiTaskDataModule
+
+        data = MultiTaskDataModule(root=self.root, input_size=MULTITASK_SIZE, num_workers=0)
+        data.setup("validate")
+        samples = data.sets["val"]  # unaugmented: the same samples in every run, whichever rank loads them
+        rank, world = self.trainer.global_rank, self.trainer.world_size
+        return DataLoader(samples, batch_size=GLOBAL_BATCH // world, sampler=range(rank, len(samples), world))
+
+
 def local_elements(module: torch.nn.Module) -> tuple[int, int]:
     """(elements held by this rank, elements of the full parameters)."""
     held = total = 0
@@ -105,18 +125,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compile", default=None, help="torch.compile backend of the blocks (default: eager)")
     parser.add_argument("--precision", default="32-true", help="trainer.precision")
     parser.add_argument("--frozen_dtype", default="auto", help="model.frozen_dtype")
+    parser.add_argument("--task", default="seg", choices=["seg", "multitask"],
+                        help="multitask: the demo pretraining's module (random tiny init) on --data_root")
+    parser.add_argument("--data_root", default=None, help="a synthetic dataset with every dense target (multitask)")
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // args.devices))  # ranks share the cores
     L.seed_everything(0, verbose=False)  # the same LoRA adapters in every run (drawn from the run's seed)
 
-    init = write_init(Path(args.out).parent / "init")  # already there for ranks the tests fork
-    # Dice is a batch-level ratio: cross-entropy alone is a per-sample mean, comparable across batch splits.
-    module = SegmentationModule(pretrained=str(init), input_size=SIZE, class_names=CLASSES, dice_weight=0.0,
-                                optim={"lr": 1e-3, "warmup_steps": 0, "fused": False},
-                                scale={"activation_checkpointing": args.checkpointing, "compile": bool(args.compile),
-                                       "compile_backend": args.compile or "inductor"}, freeze=args.freeze,
-                                lora={"rank": args.lora, "alpha": 2.0 * max(args.lora, 1)},
-                                frozen_dtype=args.frozen_dtype)
+    optim = {"lr": 1e-3, "warmup_steps": 0, "fused": False}
+    scale = {"activation_checkpointing": args.checkpointing, "compile": bool(args.compile),
+             "compile_backend": args.compile or "inductor"}
+    if args.task == "multitask":  # rank 0's random init (the seed above) reaches every rank
+        module = MultiTaskModule(size="tiny", input_size=MULTITASK_SIZE, optim=optim, scale=scale)
+        data = MultiTaskBatches(args.data_root)
+    else:
+        init = write_init(Path(args.out).parent / "init")  # already there for ranks the tests fork
+        # Dice is a batch-level ratio: cross-entropy alone is a per-sample mean, comparable across batch splits.
+        module = SegmentationModule(pretrained=str(init), input_size=SIZE, class_names=CLASSES, dice_weight=0.0,
+                                    optim=optim, scale=scale, freeze=args.freeze,
+                                    lora={"rank": args.lora, "alpha": 2.0 * max(args.lora, 1)},
+                                    frozen_dtype=args.frozen_dtype)
+        data = FixedBatches()
     strategy = {"single": "auto", "ddp": "ddp", "fsdp2": FSDP2Strategy()}[args.strategy]
     record = Record(args.stop_after)
     trainer = L.Trainer(accelerator="cpu", devices=args.devices, strategy=strategy, max_steps=args.steps,
@@ -124,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
                         limit_val_batches=0, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, callbacks=[record], default_root_dir=args.out,
                         deterministic=True, use_distributed_sampler=False)
-    trainer.fit(module, datamodule=FixedBatches(), ckpt_path=args.resume)
+    trainer.fit(module, datamodule=data, ckpt_path=args.resume)
     checkpoint = Path(args.out) / "step.ckpt"
     trainer.save_checkpoint(checkpoint)
     held, total = local_elements(module.model)

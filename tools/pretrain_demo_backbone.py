@@ -25,17 +25,19 @@ from pathlib import Path
 import torch
 from transformers import Sapiens2Config, Sapiens2Model
 
-PREFIX = "backbone.backbone."
+# The shared backbone's keys in a multi-task checkpoint (before 2026-12-03: without the leading "model.").
+PREFIXES = ("model.backbone.backbone.", "backbone.backbone.")
 
 
 def save_backbone(checkpoint: Path, out: Path, summary: dict) -> None:
-    """Keep the shared backbone (``backbone.backbone.*``) of a multi-task checkpoint as a ``Sapiens2Model``."""
+    """Keep the shared backbone (``model.backbone.backbone.*``) of a multi-task checkpoint as a ``Sapiens2Model``."""
     data = torch.load(checkpoint, map_location="cpu", weights_only=True)
     config = Sapiens2Config(**{k: v for k, v in data["sapiens2_ft"]["model_config"].items()
                                if k not in ("head_config", "id2label", "label2id", "architectures",
                                            "heatmap_output")})  # the heads' settings stay with the heads
     backbone = Sapiens2Model(config)
-    state = {k[len(PREFIX):]: v for k, v in data["state_dict"].items() if k.startswith(PREFIX)}
+    prefix = next(p for p in PREFIXES if any(k.startswith(p) for k in data["state_dict"]))
+    state = {k[len(prefix):]: v for k, v in data["state_dict"].items() if k.startswith(prefix)}
     backbone.load_state_dict(state)
     backbone.config.architectures = ["Sapiens2Model"]
     backbone.save_pretrained(out)

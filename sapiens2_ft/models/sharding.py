@@ -160,10 +160,11 @@ def _broadcast_object(obj, src: int = 0):
     return box[0]
 
 
-def place_model(build: Callable[[], tuple[nn.Module, LoadReport]], model_class: type, config: ScaleConfig,
+def place_model(build: Callable[[], tuple[nn.Module, LoadReport]], model_class: Callable, config: ScaleConfig,
                 mesh=None, device: torch.device | None = None,
                 adapt: Callable[[nn.Module], None] | None = None) -> tuple[nn.Module, LoadReport | None]:
-    """Build (``build()`` -> a ``model_class`` model, report) and place the model; see the module docstring.
+    """Build (``build()`` -> a model, report) and place the model; see the module docstring. ``model_class``:
+    the model's class, or any callable that builds the same architecture from the built model's ``config``.
     ``adapt`` (freezing, LoRA: ``models.adapters``) changes every copy of the model the same way first.
 
     With a mesh, the report is returned on rank 0 only (None elsewhere).

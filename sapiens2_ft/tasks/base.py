@@ -271,6 +271,11 @@ class TaskModule(L.LightningModule):
         return build_task_model(self.task, self.labels, hp.input_size, init_from=hp.init_from,
                                 pretrained=hp.pretrained, size=hp.size, head=hp.head, **common)
 
+    def empty_model(self, config) -> nn.Module:
+        """The architecture of a built model's ``config``, weights not loaded (what FSDP2's other ranks build on the
+        meta device before rank 0's weights reach their shards)."""
+        return model_class(self.task)(config)
+
     def configure_model(self) -> None:
         """Build and place ``self.model`` once: sharded over the device mesh when the strategy has one."""
         if self.model is not None:
@@ -280,7 +285,7 @@ class TaskModule(L.LightningModule):
         device = trainer.strategy.root_device if trainer is not None else None
         hp = self.hparams
         frozen = frozen_storage(hp.frozen_dtype, trainer.precision if trainer is not None else None)
-        self.model, report = place_model(self.build, model_class(self.task), self.scale, mesh, device,
+        self.model, report = place_model(self.build, self.empty_model, self.scale, mesh, device,
                                          partial(adapt, freeze=hp.freeze, freeze_blocks=hp.freeze_blocks,
                                                  lora=self.lora, frozen_dtype=frozen))
         if report is not None:

@@ -94,6 +94,22 @@ def test_fsdp2_two_ranks_shard_match_single_process_and_resume(runs, single):
     assert resumed["losses"][0] == pytest.approx(single["losses"][2], abs=TOLERANCE)
 
 
+@pytest.mark.distributed
+def test_multitask_pretraining_shards_with_fsdp2_like_ddp(runs, dense_root):
+    """The demo pretraining's module (five heads on one backbone) on 2 ranks: FSDP2 holds half of every
+    parameter on each rank and follows DDP's replicated run (the same per-rank batches, gradients averaged)."""
+    args = ("--devices", "2", "--steps", "2", "--task", "multitask", "--data_root", str(dense_root))
+    ddp = _fit(runs, "multitask_ddp", *args, "--strategy", "ddp")
+    sharded = _fit(runs, "multitask_fsdp2", *args, "--strategy", "fsdp2")
+    total = ddp["ranks"][0]["total"]
+    for rank in sharded["ranks"]:
+        assert rank["total"] == total and 0.45 * total < rank["held"] < 0.55 * total
+    assert sum(r["held"] for r in sharded["ranks"]) == total and ddp["ranks"][0]["held"] == total
+    assert sharded["checkpoint_is_dir"] and sharded["global_step"] == 2
+    assert len(ddp["losses"]) == 2 and ddp["losses"][1] < ddp["losses"][0]
+    assert sharded["losses"] == pytest.approx(ddp["losses"], rel=TOLERANCE)
+
+
 @pytest.mark.parametrize("freeze,lora", [("none", 4), ("backbone", 0), ("first_n_blocks", 0)])
 def test_memory_estimate_with_lora_or_freezing_matches_measured_on_cpu(freeze, lora):
     """Gradients and AdamW state only for what trains; activations of a LoRA model or a partly frozen one

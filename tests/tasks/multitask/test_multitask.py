@@ -30,12 +30,12 @@ def test_pretraining_run_keeps_one_backbone_and_resumes(dense_root, tmp_path):
     assert data["sapiens2_ft"]["task"] == "multitask"
     keys = list(data["state_dict"])
     # The names a resumed pretraining run (and tools/pretrain_demo_backbone.py) relies on.
-    assert any(k.startswith("backbone.backbone.model.") for k in keys)
+    assert any(k.startswith("model.backbone.backbone.") for k in keys)
     for task in ("pose", *DENSE_TASKS):
-        assert any(k.startswith(f"tasks.{task}.model.") for k in keys), task
-    assert all(k.startswith("backbone.backbone.") or k.split(".")[0] == "tasks" and k.split(".")[2] == "model"
-               for k in keys)
-    assert not any(".model.model." in k for k in keys)  # the shared backbone is stored once
+        assert any(k.startswith(f"model.tasks.{task}.") for k in keys), task
+    assert all(k.startswith(("model.backbone.backbone.", "model.tasks.")) for k in keys)
+    backbone_keys = {k.removeprefix("model.backbone.backbone.") for k in keys if k.startswith("model.backbone.")}
+    assert not any(k.split(".", 3)[3] in backbone_keys for k in keys if k.startswith("model.tasks."))  # stored once
 
     resumed = main(_args(dense_root, tmp_path / "elsewhere", 3) + ["--resume", str(run_dir)])
     assert resumed["global_step"] == 3 and resumed["run_dir"] == str(run_dir)
@@ -47,5 +47,5 @@ def test_the_attention_implementation_reaches_the_shared_backbone():
     module = MultiTaskModule(size="tiny", input_size=(128, 96), attn_implementation="eager")
     module.configure_model()
     assert module.backbone_model().config._attn_implementation == "eager"
-    for task in module.tasks.values():
+    for task in module.task_modules.values():
         assert task.model.config._attn_implementation == "eager"
