@@ -49,3 +49,16 @@ def test_the_attention_implementation_reaches_the_shared_backbone():
     assert module.backbone_model().config._attn_implementation == "eager"
     for task in module.task_modules.values():
         assert task.model.config._attn_implementation == "eager"
+
+
+def test_options_pretraining_cannot_take_are_reported_together():
+    from sapiens2_ft.tasks.base import ConfigProblems
+    from sapiens2_ft.tasks.multitask.module import MultiTaskModule
+
+    assert MultiTaskModule.check_options(size="mini") == []
+    with pytest.raises(ConfigProblems) as err:
+        MultiTaskModule(init_from="runs/x/last.ckpt", lora={"rank": 4}, task_weights={"depth": 1.0})
+    problems = err.value.problems
+    assert len(problems) == 3
+    assert any(p.startswith("model.init_from") for p in problems) and any("model.lora" in p for p in problems)
+    assert any("model.task_weights: unknown names ['depth']" in p for p in problems)
