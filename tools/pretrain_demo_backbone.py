@@ -23,14 +23,19 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 from transformers import Sapiens2Config, Sapiens2Model
+
+from sapiens2_ft.tasks.multitask.model import HEADS_FILE
 
 # The shared backbone's keys in a multi-task checkpoint (before 2026-12-03: without the leading "model.").
 PREFIXES = ("model.backbone.backbone.", "backbone.backbone.")
+HEADS_PREFIX = "model.tasks."
 
 
 def save_backbone(checkpoint: Path, out: Path, summary: dict) -> None:
-    """Keep the shared backbone (``model.backbone.backbone.*``) of a multi-task checkpoint as a ``Sapiens2Model``."""
+    """Keep the shared backbone (``model.backbone.backbone.*``) of a multi-task checkpoint as a ``Sapiens2Model``,
+    and its heads (``model.tasks.*``) beside it in ``HEADS_FILE``, where continued pretraining loads them."""
     data = torch.load(checkpoint, map_location="cpu", weights_only=True)
     config = Sapiens2Config(**{k: v for k, v in data["sapiens2_ft"]["model_config"].items()
                                if k not in ("head_config", "id2label", "label2id", "architectures",
@@ -41,6 +46,9 @@ def save_backbone(checkpoint: Path, out: Path, summary: dict) -> None:
     backbone.load_state_dict(state)
     backbone.config.architectures = ["Sapiens2Model"]
     backbone.save_pretrained(out)
+    heads = {k[len(HEADS_PREFIX):]: v.contiguous() for k, v in data["state_dict"].items() if k.startswith(HEADS_PREFIX)}
+    if heads:  # where continued pretraining takes them from (multi-task checkpoints since 2026-12-03)
+        save_file(heads, out / HEADS_FILE)
     (out / "PRETRAINING.json").write_text(json.dumps({
         "recipe": "configs/pretrain_demo_backbone.yaml (tools/pretrain_demo_backbone.py)",
         "steps": int(data.get("global_step", 0)), **summary}, indent=2))

@@ -6,6 +6,9 @@ backbone is stored once (in checkpoints and in the optimiser) and sharded once. 
 task models already loaded (rank 0 or a single process, with pretrained weights) or from their configs alone
 (``from_configs``: the empty copy FSDP2's other ranks build on the meta device,
 through ``models.sharding.place_model`` like every task's model).
+
+The heads are saved beside a pretrained backbone (``HEADS_FILE``, keys ``<task>.<name>``) so that continued
+pretraining from it starts with trained heads, not new ones.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import torch
 from torch import nn
 
 from sapiens2_ft.tasks.registry import model_class
+
+HEADS_FILE = "pretraining_heads.safetensors"
 
 
 class SharedBackbone(nn.Module):
@@ -82,3 +87,14 @@ class MultiTaskModel(nn.Module):
             return compute()
         finally:
             self.backbone.clear()
+
+    def load_heads(self, heads: dict[str, torch.Tensor]) -> str:
+        """Load saved heads (``<task>.<name>`` -> tensor) when they fit every task model exactly; the outcome in
+        words (heads of another layout or input size are left new)."""
+        own = self.tasks.state_dict()
+        mismatched = sorted(k for k in own if k not in heads or heads[k].shape != own[k].shape)
+        if mismatched or set(heads) - set(own):
+            return (f"pretraining heads not loaded: they do not fit this model ({len(mismatched)} of {len(own)} "
+                    f"tensors differ, e.g. {mismatched[:2]}); the heads are new")
+        self.tasks.load_state_dict(heads)
+        return f"pretraining heads loaded ({len(own)} tensors of {', '.join(self.tasks)})"

@@ -15,6 +15,7 @@ from typing import Literal
 
 import numpy as np
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
 from datamodules.dense.targets import DENSE_TASKS
@@ -22,12 +23,12 @@ from datamodules.hparams import as_dataclass
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft.models.adapters import LoraOptions
 from sapiens2_ft.models.checkpoints import RECORD_KEY
-from sapiens2_ft.models.factory import LoadReport
+from sapiens2_ft.models.factory import LoadReport, resolve_pretrained
 from sapiens2_ft.models.optim import OptimConfig
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.tasks.base import TaskModule, group_panels, training_optimizer, weight_name_problems
 from sapiens2_ft.tasks.matting.module import MattingModule
-from sapiens2_ft.tasks.multitask.model import MultiTaskModel
+from sapiens2_ft.tasks.multitask.model import HEADS_FILE, MultiTaskModel
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pointmap.module import PointmapModule
 from sapiens2_ft.tasks.pose.metric import CocoKeypointAP
@@ -131,11 +132,16 @@ class MultiTaskModule(TaskModule):
         }
 
     def build(self) -> tuple[nn.Module, LoadReport]:
-        """The task models around the pose model's backbone (loaded from ``model.pretrained`` or random)."""
+        """The task models around the pose model's backbone (loaded from ``model.pretrained`` or random), with
+        the heads saved beside a pretrained backbone when they fit."""
         models, reports = {}, {}
         for name, task in (self.task_modules or self.make_task_modules()).items():
             models[name], reports[name] = task.build()
-        return MultiTaskModel(models), reports["pose"]
+        model, report = MultiTaskModel(models), reports["pose"]
+        heads = Path(resolve_pretrained(self.hparams.pretrained)) / HEADS_FILE if self.hparams.pretrained else None
+        if heads is not None and heads.exists():
+            report.notes.append(model.load_heads(load_file(heads)))
+        return model, report
 
     def empty_model(self, config) -> nn.Module:
         return MultiTaskModel.from_configs(config)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
 from datamodules.dense.targets import DENSE_TASKS
+from sapiens2_ft.tasks.multitask.module import MultiTaskModule
 from sapiens2_ft.training.cli import main
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _args(dense_root, run_dir, steps: int) -> list[str]:
@@ -40,10 +45,33 @@ def test_pretraining_run_keeps_one_backbone_and_resumes(dense_root, tmp_path):
     resumed = main(_args(dense_root, tmp_path / "elsewhere", 3) + ["--resume", str(run_dir)])
     assert resumed["global_step"] == 3 and resumed["run_dir"] == str(run_dir)
 
+    # The kept backbone, with its heads beside it: continued pretraining from it starts with the trained heads.
+    tool = _tool()
+    data = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    tool.save_backbone(run_dir / "checkpoints" / "last.ckpt", tmp_path / "kept", {})
+    continued = MultiTaskModule(pretrained=str(tmp_path / "kept"))
+    continued.configure_model()
+    state = continued.state_dict()
+    assert set(state) == set(data["state_dict"])
+    for key, value in data["state_dict"].items():
+        assert torch.equal(state[key], value), key
+    assert any("pretraining heads loaded" in note for note in continued.load_report.notes)
+    other = MultiTaskModule(pretrained=str(tmp_path / "kept"), input_size=(128, 96))  # the pointmap MLP differs
+    other.configure_model()
+    assert any("pretraining heads not loaded" in note for note in other.load_report.notes)
+    head = "model.tasks.seg.decode_head.predictor.weight"  # fits, but not loaded: all heads or none
+    assert not torch.equal(other.state_dict()[head], data["state_dict"][head])
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("pretrain_demo_backbone",
+                                                  REPO / "tools" / "pretrain_demo_backbone.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
 
 def test_the_attention_implementation_reaches_the_shared_backbone():
-    from sapiens2_ft.tasks.multitask.module import MultiTaskModule
-
     module = MultiTaskModule(size="tiny", input_size=(128, 96), attn_implementation="eager")
     module.configure_model()
     assert module.backbone_model().config._attn_implementation == "eager"
@@ -53,7 +81,6 @@ def test_the_attention_implementation_reaches_the_shared_backbone():
 
 def test_options_pretraining_cannot_take_are_reported_together():
     from sapiens2_ft.tasks.base import ConfigProblems
-    from sapiens2_ft.tasks.multitask.module import MultiTaskModule
 
     assert MultiTaskModule.check_options(size="mini") == []
     with pytest.raises(ConfigProblems) as err:
