@@ -58,7 +58,8 @@ class DenseDataset(Dataset):
         self.num_classes = num_classes
         self.augment = resolve_augment(augment, task) if augment is not None else None
         fit = fit or validation_fit(self.augment, task)
-        self.transform = DenseTransform(input_size, self.augment, flip_classes, num_classes, fit)
+        self.transform = DenseTransform(input_size, self.augment, flip_classes, num_classes, fit,
+                                        target_spec(task).maps)
         self.filter = filter if filter is not None else (DenseFilter() if self.augment is not None else None)
         self.on_bad_sample = on_bad_sample
         self.canonical_focal = canonical_focal

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import Literal, Mapping
 
 import numpy as np
 
@@ -193,8 +193,9 @@ def _image_ops(a: DenseAugment, rng: np.random.Generator, downup: bool = True) -
 class SegPipeline:
     """The upstream segmentation pipeline (module docstring) to ``input_size`` (H, W)."""
 
-    def __init__(self, augment: DenseAugment, input_size: tuple[int, int], flip_table: np.ndarray | None):
-        self.a, self.size, self.flip_table = augment, input_size, flip_table
+    def __init__(self, augment: DenseAugment, input_size: tuple[int, int], flip_table: np.ndarray | None,
+                 maps: Mapping[str, str] | None = None):
+        self.a, self.size, self.flip_table, self.maps = augment, input_size, flip_table, maps
         self.backgrounds = BackgroundSource(augment.background_dir) if augment.background_prob > 0 else None
 
     def crop_offsets(self, shape: tuple[int, int], labels: np.ndarray | None,
@@ -240,12 +241,12 @@ class SegPipeline:
                                 constant_values=IGNORE_INDEX)
             y, x = self.crop_offsets(canvas, labels, rng)
             first, canvas = compose(first, _translation(x, y)), size
-        sample = warp_sample(sample, first, canvas)  # upstream resamples at this resolution (crop padding: 255)
+        sample = warp_sample(sample, first, canvas, maps=self.maps)  # upstream resamples here (crop padding: 255)
         for op in _image_ops(a, rng):
             sample["image"] = op(sample["image"])
         angle = float(rng.uniform(-a.rotate_degrees, a.rotate_degrees)) if rng.random() < a.rotate_prob else 0.0
         second = compose(rotation_matrix(angle, canvas), stretch_matrix(canvas, size))
-        out = warp_sample(sample, second, size, label_border=0, roll=angle)
+        out = warp_sample(sample, second, size, label_border=0, roll=angle, maps=self.maps)
         flip = rng.random() < a.flip_prob
         if rng.random() < a.photometric_prob:
             out["image"] = photometric_distortion(out["image"], rng)
@@ -255,8 +256,9 @@ class SegPipeline:
 class CameraPipeline:
     """The upstream normal / pointmap pipeline (module docstring) to ``input_size`` (H, W)."""
 
-    def __init__(self, augment: DenseAugment, input_size: tuple[int, int], flip_table: np.ndarray | None):
-        self.a, self.size, self.flip_table = augment, input_size, flip_table
+    def __init__(self, augment: DenseAugment, input_size: tuple[int, int], flip_table: np.ndarray | None,
+                 maps: Mapping[str, str] | None = None):
+        self.a, self.size, self.flip_table, self.maps = augment, input_size, flip_table, maps
 
     def crop_window(self, shape: tuple[int, int], rng: np.random.Generator) -> tuple[int, int, int, int] | None:
         """(y, x, height, width) of a window of random area and aspect inside ``shape``; None after 8 misses."""
@@ -289,10 +291,10 @@ class CameraPipeline:
             if window is not None:
                 first, canvas, resampled = compose(first, _translation(window[1], window[0])), window[2:], True
         if resampled:  # upstream resamples every map at this resolution before the final resize
-            sample = warp_sample(sample, first, canvas)
+            sample = warp_sample(sample, first, canvas, maps=self.maps)
         angle = float(rng.uniform(-a.rotate_degrees, a.rotate_degrees)) if rng.random() < a.rotate_prob else 0.0
         out = warp_sample(sample, compose(rotation_matrix(angle, canvas), letterbox_matrix(canvas, self.size)),
-                          self.size, roll=angle)
+                          self.size, roll=angle, maps=self.maps)
         flip = rng.random() < a.flip_prob
         for op in _image_ops(a, rng, downup=False):
             out["image"] = op(out["image"])

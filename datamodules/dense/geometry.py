@@ -15,11 +15,15 @@ A sample is a dict of numpy arrays: ``image`` HxWx3 uint8 plus any of ``labels``
   (pointmaps) are not rotated.
 - horizontal flip (after the warp): labels through the ``flip_classes`` map, normals n_x negated,
   pointmap X negated, ``cx' = W - 1 - cx``; depth / mask / alpha / foreground only mirrored.
+- a task's own map kind (its target spec's ``maps``: ``linear`` or ``nearest``) is warped by that rule and
+  only mirrored by a flip, so a new kind is declared in its task's file, not added here.
 Padding: labels 255 (ignore; a rotation's corners may use 0), mask False, depth / pointmap / alpha /
 foreground / image 0. Photometric changes touch the image only.
 """
 
 from __future__ import annotations
+
+from typing import Mapping
 
 import cv2
 import numpy as np
@@ -198,16 +202,24 @@ def resize_nearest(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 # The maps warp_sample knows how to warp; K (intrinsics) follows the matrix; other values pass unchanged.
 WARPED_MAPS = ("image", "labels", "mask", "depth", "pointmap", "alpha", "foreground", "normals")
+# The warps a target spec may declare for map kinds of its own (``TargetSpec.maps``), padded with 0.
+MAP_WARPS = {"linear": cv2.INTER_LINEAR, "nearest": cv2.INTER_NEAREST}
 
 
 def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antialias: bool = True,
-                label_border: int = IGNORE_INDEX, roll: float = 0.0) -> dict:
+                label_border: int = IGNORE_INDEX, roll: float = 0.0, maps: Mapping[str, str] | None = None) -> dict:
     """Warp every map of ``sample`` by the 2x3 pixel affine ``matrix`` to ``size`` (H, W).
 
     ``label_border``: label of pixels from outside the source. ``roll``: degrees of rotation contained in
     ``matrix`` (``rotation_matrix`` convention); the normals turn by it. A sample with intrinsics ``K`` cannot
     be rotated (upstream never rotates pointmaps; it would be a camera roll about the principal point only).
+    ``maps``: the warp (``MAP_WARPS``) of each map kind beyond ``WARPED_MAPS`` (the task's ``TargetSpec.maps``).
     """
+    maps = dict(maps or {})
+    unknown = {kind: rule for kind, rule in maps.items() if rule not in MAP_WARPS}
+    if unknown:
+        raise ValueError(f"dense/geometry.py: unknown warps {unknown} of the target spec's maps; one of "
+                         f"{', '.join(MAP_WARPS)}")
     if roll and "K" in sample:
         raise ValueError("dense/geometry.py: samples with intrinsics (pointmaps) are not rotated; set "
                          "data.augment.rotate_prob to 0")
@@ -242,10 +254,13 @@ def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antiali
             out[key] = warp(rotate_normals(value, roll) if roll else value, cv2.INTER_LINEAR)
         elif key == "K":
             out[key] = update_intrinsics(value, matrix)
+        elif key in maps:
+            out[key] = warp(value, MAP_WARPS[maps[key]])
         elif isinstance(value, np.ndarray) and value.ndim >= 2 and value.shape[:2] == image_hw:
             # A map of the image's size left as it is would no longer line up with the warped image.
             raise ValueError(f"dense/geometry.py: no warp rule for the map '{key}' {value.shape}; the maps it "
-                             f"warps: {', '.join(WARPED_MAPS)} (add the new kind's rule to warp_sample)")
+                             f"warps: {', '.join(WARPED_MAPS)} (a new kind: declare its warp in its target spec's "
+                             f"maps)")
         else:
             out[key] = value
     if "normals" in out:

@@ -3,6 +3,8 @@ else the validation resize (letterbox or stretch). The geometry it applies is ``
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
@@ -17,7 +19,7 @@ from datamodules.transforms.photometric import photometric_pipeline
 class DenseTransform:
     """Training (``augment`` set, its ``pipeline``: see ``dense.augment``) or validation transform to
     ``input_size`` (H, W). Validation resizes by ``fit``: ``letterbox`` (aspect kept, centred, zero padding)
-    or ``stretch`` (the seg recipe's).
+    or ``stretch`` (the seg recipe's). ``maps``: the warps of the task's own map kinds (``TargetSpec.maps``).
 
     The generic pipeline (today's set, matting's default) draws in a fixed order (scale, offsets, flip)
     whatever the outcome, so two calls with equally seeded generators differing only in ``flip_prob`` give
@@ -26,11 +28,13 @@ class DenseTransform:
     """
 
     def __init__(self, input_size: tuple[int, int], augment: DenseAugment | dict | None = None, flip_classes=None,
-                 num_classes: int = len(SAPIENS2_PART_CLASSES), fit: str = "letterbox"):
+                 num_classes: int = len(SAPIENS2_PART_CLASSES), fit: str = "letterbox",
+                 maps: Mapping[str, str] | None = None):
         if fit not in FITS:
             raise ValueError(f"dense/transforms.py: fit must be one of {FITS}, got {fit!r}")
         self.input_size = (int(input_size[0]), int(input_size[1]))
         self.fit = fit
+        self.maps = dict(maps or {})
         flip_classes = SAPIENS2_FLIP_CLASSES if flip_classes is None and num_classes == 29 else flip_classes
         self.flip_table = (check_flip_classes(flip_classes, num_classes) if flip_classes is not None
                            else None)
@@ -41,7 +45,7 @@ class DenseTransform:
                 self.photometric = photometric_pipeline(augment.photometric_prob, augment.blur_prob,
                                                         augment.dropout_prob)
             else:
-                self.pipeline = PIPELINES[augment.pipeline](augment, self.input_size, self.flip_table)
+                self.pipeline = PIPELINES[augment.pipeline](augment, self.input_size, self.flip_table, self.maps)
 
     def matrix(self, shape: tuple[int, int], rng: np.random.Generator | None = None) -> np.ndarray:
         """Pixel affine: without ``rng`` the validation fit; with it the generic pipeline's random scale
@@ -61,7 +65,7 @@ class DenseTransform:
     def __call__(self, sample: dict, rng: np.random.Generator | None = None) -> dict:
         if rng is not None and self.pipeline is not None:
             return self.pipeline(sample, rng)
-        out = warp_sample(sample, self.matrix(sample["image"].shape[:2], rng), self.input_size)
+        out = warp_sample(sample, self.matrix(sample["image"].shape[:2], rng), self.input_size, maps=self.maps)
         if rng is not None and self.augment is not None:
             flip = rng.random() < self.augment.flip_prob
             if self.photometric is not None:

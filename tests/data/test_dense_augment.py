@@ -20,6 +20,7 @@ from datamodules.dense.files import list_samples
 from datamodules.dense.filters import DenseFilter
 from datamodules.dense.geometry import back_project, rotation_matrix, warp_sample
 from datamodules.dense.photometric import gaussian_noise, photometric_distortion, solarize
+from datamodules.dense.targets import TARGETS
 from datamodules.dense.transforms import DenseTransform
 
 SIZE = (128, 96)
@@ -55,7 +56,7 @@ def test_task_defaults_are_upstream_and_checked():
         resolve_augment({"rotate_prob": 0.5}, "matting")
     with pytest.raises(ValueError, match="scale_range must be"):
         resolve_augment({"scale_range": (2.0, 1.0)}, "normal")
-    assert set(TASK_DEFAULTS) == {"seg", "normal", "pointmap", "matting"}
+    assert set(TASK_DEFAULTS) == set(TARGETS)
 
 
 def _sphere(shape, centre, radius):
@@ -360,6 +361,11 @@ def test_a_map_of_an_unknown_kind_is_an_error_not_left_unwarped():
               "K": np.eye(3), "meta": np.arange(4)}
     with pytest.raises(ValueError, match=r"'albedo' \(20, 16, 3\).*" + ", ".join(WARPED_MAPS)):
         warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8))
+    # Its task's target spec declares its warp (TargetSpec.maps): then it moves with the image.
+    declared = warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"albedo": "linear"})
+    assert declared["albedo"].shape == (10, 8, 3)
+    with pytest.raises(ValueError, match=r"unknown warps \{'albedo': 'cubic'\}"):
+        warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"albedo": "cubic"})
     del sample["albedo"]
     out = warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8))
     assert out["image"].shape == (10, 8, 3) and out["meta"] is sample["meta"]

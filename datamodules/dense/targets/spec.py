@@ -33,6 +33,8 @@ class TargetSpec:
         pipeline: Training augmentation pipeline (``seg``, ``camera`` or ``generic``; see ``dense.augment``).
         augment: This task's defaults where they differ from the pipeline's (``DenseAugment`` fields).
         fixed: ``DenseAugment`` fields that must stay 0 for this task, with the reason.
+        maps: Map kinds of its own, beyond those of ``dense.geometry``, each with its warp: ``linear`` (values that
+            blend, as an image's) or ``nearest`` (values kept, as ids or depths); a flip mirrors them.
     """
 
     task: str
@@ -42,3 +44,4 @@ class TargetSpec:
     pipeline: str
     augment: Mapping[str, object] = field(default_factory=dict)
     fixed: Mapping[str, str] = field(default_factory=dict)
+    maps: Mapping[str, str] = field(default_factory=dict)
