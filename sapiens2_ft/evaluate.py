@@ -26,7 +26,7 @@ import torch
 from sapiens2_ft.check_data import DataCheckCLI
 from sapiens2_ft.models.checkpoints import CheckpointError, is_distributed_checkpoint, read_info
 from sapiens2_ft.predict.loading import resolve_model
-from sapiens2_ft.tasks.registry import task_of_architecture
+from sapiens2_ft.tasks.registry import task_of_config
 from sapiens2_ft.training.callbacks.diagnostics import write_diagnostics
 from sapiens2_ft.training.cli import resolve_config_args, task_of
 from sapiens2_ft.training.hf_export import exported_input_size
@@ -82,7 +82,7 @@ def evaluation_module(recipe_module, model: str):
     directory = resolve_model(model)
     config = Sapiens2Config.from_pretrained(directory)
     architecture = (config.architectures or ["Sapiens2Model"])[0]
-    task = task_of_architecture(architecture)
+    task = task_of_config(config)
     if task != recipe_module.task:
         raise SystemExit(f"--model: {model} holds a {architecture} ({task or 'no task'} model); the config trains "
                          f"{recipe_module.task}")

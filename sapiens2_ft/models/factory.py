@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -170,6 +170,7 @@ def build_model(
     attn_implementation: str = "sdpa",
     released_labels: Sequence[str] = (),
     rows_by_name: bool = True,
+    holds_head: Callable[[Sapiens2Config], bool] | None = None,
 ) -> tuple[nn.Module, LoadReport]:
     """Build the transformers ``model_class`` (a ``Sapiens2For<Task>``) for ``labels`` (keypoint or class names).
 
@@ -177,7 +178,9 @@ def build_model(
     ``head`` overrides the head layout (``Sapiens2HeadConfig`` kwargs). ``pos_embed_rescale`` is the RoPE
     coordinate augmentation of pretraining: off (None) by default. ``rows_by_name``: the outputs are a label set
     whose rows a checkpoint of other labels hands over by name (``released_labels``: the names of its unnamed
-    rows); False for fixed output channels.
+    rows); False for fixed output channels. ``holds_head(config)``: whether a checkpoint of ``model_class`` holds
+    this task's head (tasks may share a class); when not, it gives its backbone only, as another class's does
+    (None: every checkpoint of the class holds it).
     """
     labels = list(labels)
     if pretrained is None:
@@ -193,7 +196,7 @@ def build_model(
     architecture = (config.architectures or ["Sapiens2Model"])[0]
     report = LoadReport(pretrained, backbone="pretrained", head="pretrained")
 
-    if architecture == model_class.__name__ and head is None:
+    if architecture == model_class.__name__ and head is None and (holds_head is None or holds_head(config)):
         model = from_pretrained_checked(model_class, path, attn_implementation=attn_implementation)
         old_labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
         if rows_by_name and old_labels != labels:

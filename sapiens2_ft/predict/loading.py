@@ -6,7 +6,7 @@ from pathlib import Path
 
 from sapiens2_ft.models.checkpoints import is_distributed_checkpoint
 from sapiens2_ft.models.factory import PretrainedNotFoundError, resolve_pretrained
-from sapiens2_ft.tasks.registry import import_class, task_of_architecture, task_spec
+from sapiens2_ft.tasks.registry import TASKS, import_class, task_of_config, task_spec
 from sapiens2_ft.training.hf_export import KEYPOINTS_FILE, export_checkpoint, exported_input_size
 
 
@@ -41,7 +41,10 @@ def load_module(model: str, out: Path, keypoints: str | None = None, device: str
     directory = resolve_model(str(path))
     config = Sapiens2Config.from_pretrained(directory)
     architecture = (config.architectures or ["Sapiens2Model"])[0]
-    task = task_of_architecture(architecture)
+    task = task_of_config(config)
+    if task is not None and task not in TASKS:
+        raise SystemExit(f"--model: {model} is a model of task '{task}', which this installation does not have "
+                         f"(known: {', '.join(TASKS)})")
     if task is None or task_spec(task).predictor is None:
         raise SystemExit(f"--model: {model} holds a {architecture}, not a Sapiens2 task model")
     kwargs: dict = {"pretrained": str(directory), "input_size": exported_input_size(directory, config)}

@@ -31,6 +31,7 @@ DENSE_DATA = "datamodules.dense_datamodule.DenseDataModule"
 DEFAULT_TASK = "pose"  # a config without a ``task`` key
 KEYPOINT_LINKS = (("data.keypoints", "model.keypoints"), ("data.input_size", "model.input_size"))
 DENSE_LINKS = (("task", "data.task"), ("data.input_size", "model.input_size"))
+TASK_KEY = "sapiens2_ft_task"  # the task an exported model's config.json records (training/hf_export.py)
 
 
 @dataclass(frozen=True)
@@ -157,8 +158,15 @@ def model_class(task: str) -> type:
 
 
 def task_of_architecture(architecture: str) -> str | None:
-    """The task whose transformers class is named ``architecture`` (a config's ``architectures[0]``), if any."""
+    """The first task whose transformers class is named ``architecture`` (a config's ``architectures[0]``), if any."""
     return next((name for name, spec in TASKS.items() if spec.model_class == architecture), None)
+
+
+def task_of_config(config) -> str | None:
+    """The task of a model's config (``Sapiens2Config``): the one it records (``TASK_KEY``, written by the export;
+    possibly a task this registry lacks), else that of its architecture (a released checkpoint records none). Tasks
+    may share a transformers class; the recorded name tells them apart."""
+    return getattr(config, TASK_KEY, None) or task_of_architecture((config.architectures or ["Sapiens2Model"])[0])
 
 
 def label_names(task: str, value) -> list[str]:
@@ -193,7 +201,8 @@ def build_task_model(task: str, labels: Sequence[str], image_size: Sequence[int]
     else:
         released = spec.released_labels() if spec.released_labels else ()
         model, report = build_model(model_class(task), labels, image_size, dict(spec.heads),
-                                    released_labels=released, rows_by_name=not spec.outputs, **kwargs)
+                                    released_labels=released, rows_by_name=not spec.outputs,
+                                    holds_head=lambda config: task_of_config(config) == task, **kwargs)
     if spec.fit_model is not None:
         spec.fit_model(model, report)
     return model, report

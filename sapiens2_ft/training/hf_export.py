@@ -4,7 +4,8 @@
 NormalEstimation, PointmapEstimation, ImageMatting}.from_pretrained(DIR)`` and holds:
 
 - ``config.json``: the architecture, head layout, ``image_size``, keypoint or class names in
-  ``id2label``, and (pose) ``flip_pairs``;
+  ``id2label``, (pose) ``flip_pairs``, and the task as ``sapiens2_ft_task`` (``tasks.registry.task_of_config``:
+  tasks may share a transformers class);
 - ``model.safetensors``: the weights (float32);
 - ``preprocessor_config.json``: input size and the mean / std of the normalisation
   (``Sapiens2ImageProcessor`` settings, plus the task's own from the task registry);
@@ -23,7 +24,7 @@ import yaml
 
 from sapiens2_ft.models.checkpoints import load_model
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
-from sapiens2_ft.tasks.registry import model_class, task_spec
+from sapiens2_ft.tasks.registry import TASK_KEY, model_class, task_spec
 
 PREPROCESSOR_FILE = "preprocessor_config.json"
 KEYPOINTS_FILE = "keypoints.yaml"
@@ -64,6 +65,7 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, push_to_hub: str 
     out = Path(out)
     model, info = load_model(checkpoint, model_class)
     model.config.architectures = [type(model).__name__]
+    setattr(model.config, TASK_KEY, info.task)  # tasks may share a class: predict and evaluate read the task here
     model.save_pretrained(out, safe_serialization=True)
     with open(out / PREPROCESSOR_FILE, "w") as f:
         sigma = info.hyper_parameters.get("sigma")

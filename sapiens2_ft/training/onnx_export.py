@@ -13,7 +13,7 @@ import torch
 
 from sapiens2_ft.models.onnx import DTYPES, ONNX_FILE, export_onnx
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
-from sapiens2_ft.tasks.registry import model_class, task_of_architecture, task_spec
+from sapiens2_ft.tasks.registry import TASKS, model_class, task_of_config, task_spec
 from sapiens2_ft.training.hf_export import PREPROCESSOR_FILE, exported_input_size
 
 ONNX_CONFIG_FILE = "onnx_config.json"
@@ -46,9 +46,10 @@ def write_onnx(directory: str | Path, dtype: str = "float32") -> Path:
 
     directory = Path(directory)
     config = Sapiens2Config.from_pretrained(directory)
-    task = task_of_architecture((config.architectures or [""])[0])
-    if task is None:
-        raise ValueError(f"{directory} holds no Sapiens2 task model (architecture {config.architectures})")
+    task = task_of_config(config)
+    if task not in TASKS:
+        raise ValueError(f"{directory} holds no Sapiens2 task model of this installation (task {task}, "
+                         f"architecture {config.architectures})")
     model = model_class(task).from_pretrained(directory).eval()
     input_size = exported_input_size(directory, config)
     started = time.time()

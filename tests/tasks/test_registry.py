@@ -10,11 +10,13 @@ import transformers
 from datamodules.dense.targets import TARGETS
 from sapiens2_ft.tasks.base import RunModule, TaskInterface, TaskModule
 from sapiens2_ft.tasks.registry import (
+    TASK_KEY,
     TASKS,
     import_class,
     label_names,
     model_class,
     task_of_architecture,
+    task_of_config,
     task_spec,
 )
 from sapiens2_ft.training.cli import Sapiens2CLI
@@ -36,7 +38,9 @@ def test_each_entry_names_importable_classes_of_its_task(task):
             model_class(task)
         return
     assert model_class(task) is getattr(transformers, spec.model_class)
-    assert task_of_architecture(spec.model_class) == task
+    # Tasks may share a class: an export records its task, which wins over the class's first task.
+    assert task_of_config(transformers.Sapiens2Config(architectures=[spec.model_class], **{TASK_KEY: task})) == task
+    assert task_spec(task_of_architecture(spec.model_class)).model_class == spec.model_class
     assert issubclass(module, TaskModule) and spec.predictor in ("crops", "images")
     assert callable(getattr(module, "picture", None)) and spec.draw_sample is not None  # its one drawing
     assert "0.4b" in spec.heads and "tiny" in spec.heads  # the fallback layout and the CPU-sized one
@@ -56,6 +60,7 @@ def test_unknown_task():
     with pytest.raises(ValueError, match="unknown task 'depth'"):
         task_spec("depth")
     assert task_of_architecture("Sapiens2Model") is None
+    assert task_of_config(transformers.Sapiens2Config(architectures=["Sapiens2ForImageMatting"])) == "matting"
 
 
 def test_label_names():
@@ -64,7 +69,7 @@ def test_label_names():
     assert label_names("matting", None) == list(TASKS["matting"].outputs)
 
 
-@pytest.mark.parametrize("task", ["pose", "seg", "normal", "pointmap", "matting"])
+@pytest.mark.parametrize("task", sorted(name for name, spec in TASKS.items() if spec.model_class))
 def test_task_modules_keep_the_contract(task):
     module = import_class(TASKS[task].module)(size="tiny", input_size=(64, 48))
     assert isinstance(module, TaskInterface) and isinstance(module, RunModule)
