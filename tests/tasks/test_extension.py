@@ -1,0 +1,205 @@
+"""The extension story of docs/architecture.md ("Adding a task"), proved: a toy dense task added by exactly the
+documented steps trains, validates, predicts and exports through the real entry points.
+
+The toy task is ``albedo``: one grey reflectance channel in [0, 1] per pixel, a map kind no built-in task has.
+Its files live in ``tests/tasks/extension/`` and are copied to where a real task's go (step 1: the task folder
+``sapiens2_ft/tasks/albedo/``; step 3: ``datamodules/dense/targets/albedo.py``; step 4: the config); the test puts
+those folders on the packages' ``__path__``, so the task imports under its real module names. The two edits a real
+task makes to existing files (step 2: its ``TaskSpec`` in ``tasks/registry.py``; step 3: its ``TARGETS`` entry)
+are made to the registries' own dicts, written as they would read in those files, and undone after the test.
+Step 4's regenerated ``docs/configs.md`` and step 5's own tests are what a real task adds beyond this; the shared
+checks of step 5 (``tests/tasks/test_registry.py``) run on the entry below.
+
+Model class: ``Sapiens2ForNormalEstimation`` with ``num_labels = 1``. transformers has no albedo model and this
+project does not define model classes (docs/architecture.md: the models come from transformers); that class's head
+is a plain ``num_labels``-channel per-pixel regressor with no activation in its forward (the normals are made unit
+by the caller), so it serves any continuous map, and it has an Auto class (``AutoModelForNormalEstimation``) for the
+export. Sharing the class with ``normal`` is what the export's recorded task
+(``registry.task_of_config``) is for: predict tells the two apart by it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+from typing import Literal
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+import datamodules.dense.targets as dense_targets
+import datamodules.dense_datamodule as dense_datamodule
+import sapiens2_ft.tasks as tasks_package
+from datamodules.dense.targets import TARGETS
+from sapiens2_ft.tasks import heads, registry
+from sapiens2_ft.tasks.registry import TASKS
+
+EXTENSION = Path(__file__).parent / "extension"
+SIZE = (64, 48)  # the network input (H, W); the images are 96x72, so every map is resized on the way
+
+
+@pytest.fixture
+def albedo_task(tmp_path, monkeypatch) -> Path:
+    """The toy task installed as the steps of "Adding a task" say (3 before 2: ``_dense`` reads ``TARGETS``);
+    returns its config."""
+    # 1. The task folder: sapiens2_ft/tasks/albedo/ (module, loss, metric, draw).
+    tasks_dir = tmp_path / "sapiens2_ft" / "tasks"
+    shutil.copytree(EXTENSION / "albedo", tasks_dir / "albedo")
+    monkeypatch.setattr(tasks_package, "__path__", [*tasks_package.__path__, str(tasks_dir)])
+    # 3. Its target spec, datamodules/dense/targets/albedo.py ...
+    targets_dir = tmp_path / "datamodules" / "dense" / "targets"
+    targets_dir.mkdir(parents=True)
+    shutil.copy(EXTENSION / "albedo_targets.py", targets_dir / "albedo.py")
+    monkeypatch.setattr(dense_targets, "__path__", [*dense_targets.__path__, str(targets_dir)])
+    # ... and its entry in TARGETS (datamodules/dense/targets/__init__.py):
+    #     TARGETS = {spec.task: spec for spec in (SEG, NORMAL, POINTMAP, MATTING, ALBEDO)}
+    from datamodules.dense.targets.albedo import ALBEDO
+
+    monkeypatch.setitem(TARGETS, "albedo", ALBEDO)
+    # That file derives the data.task choices from TARGETS on import (DenseTask = Literal[DENSE_TASKS]).
+    monkeypatch.setattr(dense_datamodule, "DenseTask", Literal[tuple(TARGETS)])
+    # 2. One TaskSpec in sapiens2_ft/tasks/registry.py (with `from sapiens2_ft.tasks.albedo import draw as
+    #    albedo_draw` among its imports); the head layouts are the existing pixel-shuffle ones of tasks/heads.py.
+    from sapiens2_ft.tasks.albedo import draw as albedo_draw
+
+    spec = registry._dense(
+        "albedo", "AlbedoModule", "Sapiens2ForNormalEstimation", ("val/mae", "min"),
+        outputs=("albedo",), heads=heads.PIXEL_SHUFFLE_HEADS, draw_sample=albedo_draw.draw_sample,
+        decode="normals (B, 1, h, w): the sigmoid = albedo in [0, 1]; resize to the input size and undo the "
+               "letterbox.",
+        processor={"do_pad": True})  # letterboxed as in training
+    monkeypatch.setitem(TASKS, "albedo", spec)
+    # 4. A config: configs/albedo_demo.yaml.
+    config = tmp_path / "configs" / "albedo_demo.yaml"
+    config.parent.mkdir()
+    shutil.copy(EXTENSION / "albedo_demo.yaml", config)
+    yield config
+    toy = ("sapiens2_ft.tasks.albedo", "datamodules.dense.targets.albedo")
+    for name in [n for n in sys.modules if n == toy[1] or n.startswith(toy[0])]:
+        del sys.modules[name]
+    for package, name in ((tasks_package, "albedo"), (dense_targets, "albedo")):
+        if hasattr(package, name):
+            delattr(package, name)
+
+
+def write_albedo_data(root: Path, counts=(("train", 4), ("val", 2)), size=(96, 72), seed: int = 0) -> None:
+    """Images of grey rectangles lit by a vertical gradient and tinted, with their albedo and a valid mask (the
+    rectangles: the background's albedo is unknown)."""
+    rng = np.random.default_rng(seed)
+    h, w = size
+    for split, count in counts:
+        for folder in ("images", "albedo", "masks"):
+            (root / split / folder).mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            albedo = np.full((h, w), 0.2, np.float32)
+            mask = np.zeros((h, w), bool)
+            for _ in range(3):
+                y, x = rng.integers(0, h - 24), rng.integers(0, w - 18)
+                albedo[y:y + rng.integers(12, 24), x:x + rng.integers(9, 18)] = rng.uniform(0.3, 1.0)
+                mask[y:y + 24, x:x + 18] = True
+            shading = np.linspace(1.0, 0.6, h, dtype=np.float32)[:, None, None]
+            tint = rng.uniform(0.8, 1.0, 3).astype(np.float32)
+            image = (albedo[..., None] * shading * tint * 255).round().astype(np.uint8)
+            name = f"{i:03d}"
+            cv2.imwrite(str(root / split / "images" / f"{name}.png"), image[..., ::-1])
+            cv2.imwrite(str(root / split / "albedo" / f"{name}.png"), (albedo * 255).round().astype(np.uint8))
+            cv2.imwrite(str(root / split / "masks" / f"{name}.png"), mask.astype(np.uint8) * 255)
+
+
+def finite(values) -> bool:
+    return all(isinstance(v, float) and math.isfinite(v) for v in values)
+
+
+# 5-7 s on the 2-core machine, 12 s at worst beside a busy background job (two CLI steps, a validation, two
+# exports, a prediction): the fast tier.
+def test_a_new_dense_task_trains_validates_predicts_and_exports(albedo_task, tmp_path):
+    from transformers import AutoModelForNormalEstimation
+
+    from sapiens2_ft import export
+    from sapiens2_ft.predict.cli import main as predict
+    from sapiens2_ft.tasks.registry import task_of_config
+    from sapiens2_ft.training.cli import main as train
+
+    root, run_dir = tmp_path / "data", tmp_path / "run"
+    write_albedo_data(root)
+    summary = train([
+        "--config", str(albedo_task), "--run_dir", str(run_dir), "--data.root", str(root),
+        "--data.input_size", json.dumps(list(SIZE)), "--data.batch_size", "2", "--data.num_workers", "0",
+        "--model.size", "tiny", "--trainer.max_steps", "2", "--trainer.val_check_interval", "2",
+        "--trainer.log_every_n_steps", "1", "--trainer.num_sanity_val_steps", "0",
+        "--trainer.enable_progress_bar", "false", "--tracking.logger", "csv",
+    ])
+
+    # Trained two steps and validated: the task's metric is the run's headline and every value is finite.
+    assert summary["global_step"] == 2 and summary["monitor"] == "val/mae"
+    assert {"mae", "rmse", "within_0.05", "loss", "l1", "gradient"} <= set(summary["metrics"])
+    assert finite(summary["metrics"].values()) and 0 <= summary["metrics"]["mae"] <= 1
+    with open(run_dir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert finite([float(r["train/loss"]) for r in rows if r.get("train/loss")][:2])
+    assert any(r.get("val/mae") for r in rows)
+    # What every run leaves, drawn by the task's own hooks: the data sheet, panels, predictions, diagnostics.
+    assert (run_dir / "data_check.png").is_file()
+    assert {p.name.rsplit("_", 1)[0] for p in (run_dir / "overlays").glob("*.png")} == {"albedo"}
+    saved = np.load(run_dir / "predictions" / "000.npy")
+    assert saved.shape == SIZE and 0 <= saved.min() and saved.max() <= 1
+    assert list((run_dir / "diagnostics").rglob("albedo_error*"))
+
+    # The run's export: transformers' own Auto class loads it, one output channel named by the task.
+    exported = Path(summary["export"])
+    model = AutoModelForNormalEstimation.from_pretrained(exported).eval()
+    assert type(model).__name__ == "Sapiens2ForNormalEstimation" and model.config.id2label == {0: "albedo"}
+    assert task_of_config(model.config) == "albedo"  # not "normal", whose class it shares
+    preprocessor = json.loads((exported / "preprocessor_config.json").read_text())
+    assert preprocessor["size"] == {"height": SIZE[0], "width": SIZE[1]} and preprocessor["do_pad"] is True
+    with torch.no_grad():
+        assert model(pixel_values=torch.zeros(1, 3, *SIZE)).normals.shape[:2] == (1, 1)
+    # python -m sapiens2_ft.export on the best checkpoint gives the same model.
+    again = export.main(["--checkpoint", summary["best_checkpoint"], "--out", str(tmp_path / "export")])
+    assert json.loads((again / "config.json").read_text()) == json.loads((exported / "config.json").read_text())
+
+    # python -m sapiens2_ft.predict on an image: the map at the image's own size, in [0, 1].
+    image = root / "val" / "images" / "001.png"
+    out = predict(["--model", str(exported), "--input", str(image), "--out", str(tmp_path / "predicted"),
+                   "--workers", "0", "--device", "cpu"])
+    albedo = np.load(out / "001.npy")
+    assert albedo.shape == cv2.imread(str(image)).shape[:2] and 0 <= albedo.min() and albedo.max() <= 1
+    assert cv2.imread(str(out / "001_albedo.png")).shape[:2] == albedo.shape
+
+
+def test_a_checkpoint_of_another_task_of_the_same_class_gives_its_backbone_only(albedo_task, tmp_path):
+    """``normal`` and ``albedo`` share ``Sapiens2ForNormalEstimation``. A normal checkpoint as albedo's
+    ``model.pretrained`` (a released one records no task: its class's first task) gives its backbone and a new
+    one-channel head, as a checkpoint of another class would; it used to keep the normal head's three channels."""
+    from sapiens2_ft.tasks.registry import build_task_model, task_of_config
+
+    normal, _ = build_task_model("normal", TASKS["normal"].outputs, SIZE, size="tiny")
+    normal.config.architectures = [type(normal).__name__]
+    normal.save_pretrained(tmp_path / "normal")
+    assert task_of_config(normal.config) == "normal"
+    model, report = build_task_model("albedo", ["albedo"], SIZE, pretrained=str(tmp_path / "normal"))
+    assert (report.backbone, report.head, report.new) == ("pretrained", "new", ["albedo"])
+    assert model.decode_head.predictor.out_channels == 1 and model.config.id2label == {0: "albedo"}
+    for name, value in normal.model.state_dict().items():
+        torch.testing.assert_close(model.model.state_dict()[name], value)
+
+
+def test_the_registry_checks_and_the_option_checks_hold_for_the_new_task(albedo_task):
+    """Step 4: ``tests/tasks/test_registry.py``'s checks (parametrized over ``TASKS``) pass on the new entry, and
+    its own option joins the base's problems in one list."""
+    import test_registry  # tests/tasks/ is on sys.path under pytest
+
+    from sapiens2_ft.tasks.albedo.module import AlbedoModule
+
+    test_registry.test_each_entry_names_importable_classes_of_its_task("albedo")
+    test_registry.test_dense_tasks_are_the_data_layers_target_specs()
+    test_registry.test_task_modules_keep_the_contract("albedo")
+    assert AlbedoModule.check_options(size="huge", gradient_weight=-1.0) == [
+        "model.size: 'huge' is not one of tiny, mini, 0.1b, 0.4b, 0.8b, 1b, 5b (model.pretrained is not set)",
+        "model.gradient_weight: -1.0 is negative"]
