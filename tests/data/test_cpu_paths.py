@@ -3,8 +3,10 @@
 
 Nearest warps (labels, masks, depth, pointmaps) are the data layer's own gather and must be bit-identical on
 every path; linear warps (images, normals, alpha, foreground) stay OpenCV's, within the tolerances below. Measured
-here over 12 seeds of these samples: images differ by up to 3 grey levels on at most 0.8% of the pixels (the colour
-gains after the warp amplify its rounding), float maps by up to 2.5e-5.
+over 12 seeds of these samples (the colour gains after the warp amplify its rounding): on an AVX2 host, images
+differ by up to 3 grey levels on at most 0.8% of the pixels; on an AVX-512 host (AMD EPYC with avx512_bf16,
+OpenCV 5.1), the plain C++ path differs from IPP + SIMD by up to 3 grey levels on up to 11.9% of the pixels (mean
+0.15 grey level) and SIMD alone by up to 4 on 0.54%. Float maps differ by up to 2.5e-5 on both.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from datamodules.dense.transforms import DenseTransform
 from opencv_paths import PATHS, set_path
 
 SIZE = (128, 96)
-IMAGE_TOLERANCE, IMAGE_FRACTION = 4, 0.01  # grey levels, share of the pixels that may differ at all
+# Grey levels: the largest difference, and the mean one (rounding moves a pixel by one level, a shifted warp by many).
+IMAGE_TOLERANCE, IMAGE_MEAN = 4, 0.5
 FLOAT_TOLERANCE = 5e-5
 NEAREST = ("labels", "mask", "depth", "pointmap", "K")
 
@@ -110,7 +113,7 @@ def test_dense_targets_are_the_same_on_every_opencv_path(dense_root):
                     np.testing.assert_array_equal(value, expected, err_msg=where)
                 elif value.dtype == np.uint8:
                     diff = np.abs(value.astype(np.int16) - expected.astype(np.int16))
-                    assert diff.max() <= IMAGE_TOLERANCE and (diff > 0).mean() <= IMAGE_FRACTION, where
+                    assert diff.max() <= IMAGE_TOLERANCE and diff.mean() <= IMAGE_MEAN, where
                 else:
                     np.testing.assert_allclose(value, expected, atol=FLOAT_TOLERANCE, rtol=0, err_msg=where)
 
