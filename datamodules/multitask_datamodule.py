@@ -23,7 +23,6 @@ from datamodules.coco_keypoints import load_instances
 from datamodules.dense.augment import DenseAugment
 from datamodules.dense_dataset import load_sample, to_item
 from datamodules.dense.files import DenseSample, list_samples
-from datamodules.dense.targets import DENSE_TASKS
 from datamodules.dense.transforms import DenseTransform
 from datamodules.errors import DataError
 from datamodules.hparams import as_dataclass
@@ -31,6 +30,10 @@ from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.loaders import is_padding, replace_bad_samples, sample_rng
 from datamodules.pose_dataset import TopdownPoseDataset
 from datamodules.transforms.topdown import TopdownAugment
+
+# The dense tasks of the demo backbone's pretraining (the synthetic renderer makes targets for each). A fixed list:
+# a dense task added later joins the pretraining only when added here, with its targets in the data.
+PRETRAINING_DENSE_TASKS = ("seg", "normal", "pointmap", "matting")
 
 
 class MultiTaskDataset(Dataset):
@@ -42,7 +45,7 @@ class MultiTaskDataset(Dataset):
         self.augment, self.on_bad_sample = augment, on_bad_sample
         self.names = [Path(inst.image_path).stem for inst in pose.instances]
         for name in set(self.names):
-            missing = [task for task in DENSE_TASKS if name not in dense[task]]
+            missing = [task for task in PRETRAINING_DENSE_TASKS if name not in dense[task]]
             if missing:
                 raise DataError(f"image {name}: no dense targets for {missing} (every image needs all of them)")
 
@@ -52,11 +55,11 @@ class MultiTaskDataset(Dataset):
     def item(self, index: int, rng) -> dict:
         name = self.names[index]
         data = {}
-        for task in DENSE_TASKS:
+        for task in PRETRAINING_DENSE_TASKS:
             data.update(load_sample(self.dense[task][name], task, 29))
         data = self.transform(data, rng)
         item = {"name": name, "pose": self.pose.item(index, rng)}
-        for task in DENSE_TASKS:
+        for task in PRETRAINING_DENSE_TASKS:
             target = to_item(data, task)
             item["image"] = target.pop("image")
             item[task] = target
@@ -106,7 +109,7 @@ class MultiTaskDataModule(SampleDataModule):
         rank_zero_info(f"{split}: {len(instances)} person instances")
         pose = TopdownPoseDataset(instances, self.metainfo, hp.input_size, self.pose_augment if train else None,
                                   on_bad_sample=hp.on_bad_sample)
-        dense = {task: {s.name: s for s in list_samples(self.root, split, task)[0]} for task in DENSE_TASKS}
+        dense = {task: {s.name: s for s in list_samples(self.root, split, task)[0]} for task in PRETRAINING_DENSE_TASKS}
         transform = DenseTransform(hp.input_size, self.dense_augment if train else None)
         return MultiTaskDataset(pose, dense, transform, train, hp.on_bad_sample)
 

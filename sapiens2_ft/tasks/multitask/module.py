@@ -18,9 +18,9 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from datamodules.dense.targets import DENSE_TASKS
 from datamodules.hparams import as_dataclass
 from datamodules.keypoints.metainfo import load_metainfo
+from datamodules.multitask_datamodule import PRETRAINING_DENSE_TASKS
 from sapiens2_ft.models.adapters import LoraOptions
 from sapiens2_ft.models.checkpoints import RECORD_KEY
 from sapiens2_ft.models.factory import LoadReport, resolve_pretrained
@@ -171,13 +171,13 @@ class MultiTaskModule(TaskModule):
 
         def compute() -> dict:  # every head, the backbone once on the crops and once on the images
             outputs = {"pose": run(normalize_images(pose_batch["image"]))}
-            for name in DENSE_TASKS:
+            for name in PRETRAINING_DENSE_TASKS:
                 outputs[name] = tasks[name].predict(pixel_values)  # at the head's resolution
             return outputs
 
         outputs = self.model(compute)
         losses = {"pose": pose.loss_terms(outputs["pose"], pose_batch)["loss"]}
-        for name in DENSE_TASKS:
+        for name in PRETRAINING_DENSE_TASKS:
             stride = batch["image"].shape[-1] // next(iter(outputs[name].values())).shape[-1]
             losses[name] = tasks[name].loss_terms(outputs[name], self.task_batch(batch, name, stride))["loss"]
             self._stride = stride
@@ -193,14 +193,14 @@ class MultiTaskModule(TaskModule):
         pose = self.task_modules["pose"]
         if pose.val_metrics is None:
             pose.val_metrics = CocoKeypointAP(self.trainer.datamodule.val_annotation_file, pose.metainfo.sigmas)
-        for name in ("pose", *DENSE_TASKS):
+        for name in ("pose", *PRETRAINING_DENSE_TASKS):
             self.task_modules[name].val_metrics.to(self.device).reset()
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         losses, outputs = self._losses(batch, "val")
         self.log_dict({f"val/{k}": v for k, v in losses.items()}, batch_size=len(batch["image"]))
         self.task_modules["pose"].update_metrics(outputs["pose"], batch["pose"])
-        for name in DENSE_TASKS:
+        for name in PRETRAINING_DENSE_TASKS:
             self.task_modules[name].update_metrics(outputs[name], self.task_batch(batch, name, self._stride))
         if batch_idx == 0:
             self._panel_batch = (batch, {k: v for k, v in outputs.items() if k != "pose"})
@@ -208,7 +208,7 @@ class MultiTaskModule(TaskModule):
     def on_validation_epoch_end(self) -> None:
         metrics = {f"val/pose_{k}": v for k, v in self.task_modules["pose"].val_metrics.compute().items()
                    if k in ("AP", "AP50", "AR")}
-        for name in DENSE_TASKS:
+        for name in PRETRAINING_DENSE_TASKS:
             metrics.update({f"val/{name}_{k}": v for k, v in self.task_modules[name].val_metrics.compute().items()})
         self.log_dict(metrics)
 
@@ -225,7 +225,8 @@ class MultiTaskModule(TaskModule):
             view = self.task_batch(batch, name, self._stride)
             return self.task_modules[name].panel(sample(outputs[name], i), sample(view, i), 0)
 
-        return group_panels(draw(i, name) for i in range(min(count, len(batch["image"]))) for name in DENSE_TASKS)
+        count = min(count, len(batch["image"]))
+        return group_panels(draw(i, name) for i in range(count) for name in PRETRAINING_DENSE_TASKS)
 
     def write_validation_outputs(self, run_dir: Path) -> None:
         """``predictions.json``: COCO keypoint results of the pose head at the last validation."""

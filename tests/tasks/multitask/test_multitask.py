@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from datamodules.dense.targets import DENSE_TASKS
+from datamodules.multitask_datamodule import PRETRAINING_DENSE_TASKS
 from sapiens2_ft.tasks.multitask.module import MultiTaskModule
 from sapiens2_ft.training.cli import main
 
@@ -36,7 +36,7 @@ def test_pretraining_run_keeps_one_backbone_and_resumes(dense_root, tmp_path):
     keys = list(data["state_dict"])
     # The names a resumed pretraining run (and tools/pretrain_demo_backbone.py) relies on.
     assert any(k.startswith("model.backbone.backbone.") for k in keys)
-    for task in ("pose", *DENSE_TASKS):
+    for task in ("pose", *PRETRAINING_DENSE_TASKS):
         assert any(k.startswith(f"model.tasks.{task}.") for k in keys), task
     assert all(k.startswith(("model.backbone.backbone.", "model.tasks.")) for k in keys)
     backbone_keys = {k.removeprefix("model.backbone.backbone.") for k in keys if k.startswith("model.backbone.")}
