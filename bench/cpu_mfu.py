@@ -81,7 +81,7 @@ def count_flops(module, batch, step) -> tuple[float, dict[str, float]]:
         step()
     total = counter.get_total_flops()
     with FlopCounterMode(display=False) as counter:
-        out = module.backbone.backbone(normalize_images(batch["image"]))
+        out = module.backbone_model()(normalize_images(batch["image"]))
         out.last_hidden_state.float().sum().backward()
     module.zero_grad(set_to_none=True)
     backbone = counter.get_total_flops()
@@ -93,7 +93,7 @@ def count_flops(module, batch, step) -> tuple[float, dict[str, float]]:
 def bf16_eager(module):
     """bf16 autocast with the backbone's attention as plain matmuls and softmax (``attn_implementation: eager``,
     the recipe's choice) instead of SDPA's flash kernel."""
-    config = module.backbone.backbone.config
+    config = module.backbone_model().config
     config._attn_implementation = "eager"
     try:
         with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -96,5 +96,5 @@ class MultiTaskModel(nn.Module):
         if mismatched or set(heads) - set(own):
             return (f"pretraining heads not loaded: they do not fit this model ({len(mismatched)} of {len(own)} "
                     f"tensors differ, e.g. {mismatched[:2]}); the heads are new")
-        self.tasks.load_state_dict(heads)
+        self.tasks.load_state_dict({k: v.to(own[k].dtype) for k, v in heads.items()})  # saved in bf16
         return f"pretraining heads loaded ({len(own)} tensors of {', '.join(self.tasks)})"
