@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import shutil
-from pathlib import Path
 
 import cv2
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("pretraining_curve", REPO / "tools" / "pretraining_curve.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
+from tool_scripts import load_tool
 
 
 def test_a_runs_validations_are_appended_at_their_total_steps_and_drawn(tmp_path):
-    tool = _tool()
+    tool = load_tool("pretraining_curve")
     table = tmp_path / "curve.csv"
     shutil.copy(tool.CSV, table)
     before = tool.read_rows(table)

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
+
+from tool_scripts import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("config_reference", ROOT / "tools" / "config_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_config_reference_is_up_to_date():
-    tool = _tool()
+    tool = load_tool("config_reference")
     page = (ROOT / "docs" / "configs.md").read_text()
     assert page == tool.render(), "docs/configs.md is stale: run python tools/config_reference.py"
 

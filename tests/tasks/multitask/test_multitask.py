@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -12,8 +10,7 @@ import torch
 from datamodules.multitask_datamodule import PRETRAINING_DENSE_TASKS
 from sapiens2_ft.tasks.multitask.module import MultiTaskModule
 from sapiens2_ft.training.cli import main
-
-REPO = Path(__file__).resolve().parents[3]
+from tool_scripts import load_tool
 
 
 def _args(dense_root, run_dir, steps: int) -> list[str]:
@@ -46,7 +43,7 @@ def test_pretraining_run_keeps_one_backbone_and_resumes(dense_root, tmp_path):
     assert resumed["global_step"] == 3 and resumed["run_dir"] == str(run_dir)
 
     # The kept backbone, with its heads beside it: continued pretraining from it starts with the trained heads.
-    tool = _tool()
+    tool = load_tool("pretrain_demo_backbone")
     data = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
     tool.save_backbone(run_dir / "checkpoints" / "last.ckpt", tmp_path / "kept", {})
     continued = MultiTaskModule(pretrained=str(tmp_path / "kept"))
@@ -63,14 +60,6 @@ def test_pretraining_run_keeps_one_backbone_and_resumes(dense_root, tmp_path):
     assert any("pretraining heads not loaded" in note for note in other.load_report.notes)
     head = "model.tasks.seg.decode_head.predictor.weight"  # fits, but not loaded: all heads or none
     assert not torch.equal(other.state_dict()[head], data["state_dict"][head])
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("pretrain_demo_backbone",
-                                                  REPO / "tools" / "pretrain_demo_backbone.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
 
 
 def test_the_attention_implementation_reaches_the_shared_backbone():
