@@ -62,11 +62,11 @@ def draw(rows: list[dict], out: Path = PNG) -> Path:
     axes = figure.subplots(2, 3)
     runs = sorted({r["run"] for r in rows}, key=int)
     for ax, (key, title) in zip(axes.flat, PANELS):
-        for run in runs:
+        for i, run in enumerate(runs):  # one colour per run in every panel, drawn or not
             points = [(int(r["total_steps"]), float(r[key])) for r in rows if r["run"] == run and r[key]]
             if points:
                 recipe = next(r["recipe"] for r in rows if r["run"] == run)
-                ax.plot(*zip(*points), "o-", markersize=4, label=f"run {run}: {recipe}")
+                ax.plot(*zip(*points), "o-", color=f"C{i}", markersize=4, label=f"run {run}: {recipe}")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("backbone pretraining steps (batch 16)")
         ax.grid(alpha=0.3)
