@@ -88,9 +88,10 @@ HEAD = {"upsample_out_channels": [64, 64], "conv_out_channels": [64]}  # a small
 @pytest.mark.slow
 def test_memory_estimate_of_frozen_bf16_matches_peak_resident_memory(tmp_path):
     """0.1b with LoRA r16 under bf16 autocast, frozen weights in fp32 and in bf16: the estimate against the peak
-    resident memory of two training steps (tests/memory_probe.py, a process of its own). Measured here: fp32
-    731 MiB estimated vs 754 measured, bf16 299 vs 332 (the process's own ~20-30 MiB beyond the model are not
-    estimated); the saving, 432 vs 421 MiB (2.6%): half the frozen weights and the bf16 copies autocast saved."""
+    resident memory of two training steps (tests/memory_probe.py, a process of its own, its set-up measured
+    apart). Measured on an avx512_bf16 EPYC: fp32 731 MiB estimated vs 733 measured, bf16 299 vs 311 (+4%); the
+    saving, 432 vs 422 MiB (2.4%): half the frozen weights and the bf16 copies autocast saved. Before the probe
+    set the process up apart, its first-use kernels added 20-30 MiB on an AVX2 host and ~46 MiB on this one."""
     measured, estimated, probes = {}, {}, {}
     for dtype in ("float32", "bfloat16"):  # both at once: each process's own resident memory is measured
         argv = ["--out", str(tmp_path / f"{dtype}.json"), "--size", "0.1b", "--input", "16", "16", "--batch", "1",
@@ -104,7 +105,7 @@ def test_memory_estimate_of_frozen_bf16_matches_peak_resident_memory(tmp_path):
                       strategy="single", bf16=True, checkpoint_every=0, cpu_offload=False,
                       lora=LoraOptions(rank=16, alpha=32.0), frozen_dtype=dtype, head=HEAD)
         estimated[dtype] = estimate(setup).total(checkpointed=False)
-        assert estimated[dtype] == pytest.approx(measured[dtype], rel=0.15), (dtype, estimated, measured)
+        assert estimated[dtype] == pytest.approx(measured[dtype], rel=0.10), (dtype, estimated, measured)
     saving = measured["float32"] - measured["bfloat16"]
     assert saving == pytest.approx(estimated["float32"] - estimated["bfloat16"], rel=0.10), (estimated, measured)
     assert measured["bfloat16"] < 0.5 * measured["float32"]  # measured 0.44
