@@ -26,7 +26,7 @@ import torch
 from safetensors.torch import save_file
 from transformers import Sapiens2Config, Sapiens2Model
 
-from sapiens2_ft.tasks.multitask.model import HEADS_FILE
+from sapiens2_ft.models.pretraining_heads import HEADS_FILE
 
 # The shared backbone's keys in a multi-task checkpoint (before 2026-12-03: without the leading "model.").
 PREFIXES = ("model.backbone.backbone.", "backbone.backbone.")

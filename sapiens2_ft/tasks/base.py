@@ -150,6 +150,10 @@ class TaskModule(L.LightningModule):
         pretrained: Hub id (``facebook/sapiens2-<task>-<size>`` such as ``facebook/sapiens2-pose-0.4b``, or
             ``facebook/sapiens2-pretrain-*``) or a local ``save_pretrained`` directory. Unset: random init from
             ``size``.
+        pretraining_head: Start the head from this task's head saved beside the ``pretrained`` backbone by
+            multi-task pretraining (``pretraining_heads.safetensors``, as the demo backbone in ``assets/`` has):
+            the way to begin from a trained head when no released task model exists. False: a new head. Ignored
+            with ``init_from``, which loads a run's own head.
         init_from: Weights of an earlier fine-tuning run of this task and label set (``.ckpt`` file,
             distributed checkpoint directory or exported directory), loaded whole; the optimiser and
             step start fresh (``--init_from``; to continue a run, use ``--resume``).
@@ -177,6 +181,7 @@ class TaskModule(L.LightningModule):
     def __init__(
         self,
         pretrained: str | None = None,
+        pretraining_head: bool = False,
         init_from: str | None = None,
         size: str | None = "tiny",
         head: dict | None = None,
@@ -220,6 +225,9 @@ class TaskModule(L.LightningModule):
                 and options.get("size") not in presets.BACKBONES:
             problems.append(f"model.size: '{options.get('size')}' is not one of {', '.join(presets.BACKBONES)} "
                             f"(model.pretrained is not set)")
+        if options.get("pretraining_head") and options.get("pretrained") is None and not options.get("init_from"):
+            problems.append("model.pretraining_head: true needs model.pretrained (a backbone saved with its "
+                            "pretraining heads); set model.pretraining_head: false for a new head")
         freeze = options.get("freeze", "none")
         if freeze not in FREEZE_MODES:
             problems.append(f"model.freeze: '{freeze}' is not one of {', '.join(FREEZE_MODES)}")
@@ -269,7 +277,8 @@ class TaskModule(L.LightningModule):
         common = dict(pos_embed_rescale=hp.pos_embed_rescale, attn_implementation=hp.attn_implementation,
                       **self.model_options())
         return build_task_model(self.task, self.labels, hp.input_size, init_from=hp.init_from,
-                                pretrained=hp.pretrained, size=hp.size, head=hp.head, **common)
+                                pretraining_head=hp.pretraining_head, pretrained=hp.pretrained, size=hp.size,
+                                head=hp.head, **common)
 
     def empty_model(self, config) -> nn.Module:
         """The architecture of a built model's ``config``, weights not loaded (what FSDP2's other ranks build on the

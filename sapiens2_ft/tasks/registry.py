@@ -16,8 +16,9 @@ from torch import nn
 from datamodules.body_parts import SAPIENS2_PART_CLASSES, resolve_class_names
 from datamodules.dense.targets import TARGETS, TargetSpec
 from datamodules.keypoints.metainfo import load_metainfo
-from sapiens2_ft.models.factory import LoadReport, build_model
+from sapiens2_ft.models.factory import LoadReport, build_model, resolve_pretrained
 from sapiens2_ft.models.init_from import build_from_run
+from sapiens2_ft.models.pretraining_heads import load_task_head
 from sapiens2_ft.tasks import heads
 from sapiens2_ft.tasks.matting import draw as matting_draw
 from sapiens2_ft.tasks.normal import draw as normal_draw
@@ -181,10 +182,11 @@ def label_names(task: str, value) -> list[str]:
 
 
 def build_task_model(task: str, labels: Sequence[str], image_size: Sequence[int], init_from: str | None = None,
-                     **kwargs) -> tuple[nn.Module, LoadReport]:
+                     pretraining_head: bool = False, **kwargs) -> tuple[nn.Module, LoadReport]:
     """``task``'s model for ``labels``: ``models.factory.build_model`` with its transformers class, released head
     layouts and label names, or with ``init_from`` the model of an earlier run (``models.init_from``); then the
-    task's ``fit_model``.
+    task's ``fit_model``. ``pretraining_head``: the head starts from the task's head saved beside the ``pretrained``
+    backbone by multi-task pretraining (``models.pretraining_heads``; not with ``init_from``, whose run has its head).
 
     ``kwargs``: ``pretrained``, ``size``, ``head``, ``pos_embed_rescale``, ``flip_pairs``, ``attn_implementation``
     (with ``init_from``: the last three).
@@ -205,4 +207,7 @@ def build_task_model(task: str, labels: Sequence[str], image_size: Sequence[int]
                                     holds_head=lambda config: task_of_config(config) == task, **kwargs)
     if spec.fit_model is not None:
         spec.fit_model(model, report)
+    if pretraining_head and not init_from:
+        report.notes.append(load_task_head(model, resolve_pretrained(kwargs["pretrained"]), task))
+        report.head, report.new = "pretrained", []
     return model, report

@@ -7,8 +7,8 @@ task models already loaded (rank 0 or a single process, with pretrained weights)
 (``from_configs``: the empty copy FSDP2's other ranks build on the meta device,
 through ``models.sharding.place_model`` like every task's model).
 
-The heads are saved beside a pretrained backbone (``HEADS_FILE``, keys ``<task>.<name>``) so that continued
-pretraining from it starts with trained heads, not new ones.
+The heads are saved beside a pretrained backbone (``models.pretraining_heads``, keys ``<task>.<name>``) so that
+continued pretraining from it starts with trained heads, not new ones.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import torch
 from torch import nn
 
 from sapiens2_ft.tasks.registry import model_class
-
-HEADS_FILE = "pretraining_heads.safetensors"
 
 
 class SharedBackbone(nn.Module):

@@ -26,9 +26,10 @@ from sapiens2_ft.models.checkpoints import RECORD_KEY
 from sapiens2_ft.models.factory import LoadReport, resolve_pretrained
 from sapiens2_ft.models.optim import OptimConfig
 from sapiens2_ft.models.preprocessing import normalize_images
+from sapiens2_ft.models.pretraining_heads import HEADS_FILE
 from sapiens2_ft.tasks.base import TaskModule, group_panels, training_optimizer, weight_name_problems
 from sapiens2_ft.tasks.matting.module import MattingModule
-from sapiens2_ft.tasks.multitask.model import HEADS_FILE, MultiTaskModel
+from sapiens2_ft.tasks.multitask.model import MultiTaskModel
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pointmap.module import PointmapModule
 from sapiens2_ft.tasks.pose.metric import CocoKeypointAP
