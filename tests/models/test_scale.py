@@ -250,7 +250,8 @@ def test_train_py_with_the_fsdp2_config_piece(dense_root, tmp_path):
     assert (run_dir / "checkpoints" / "last.ckpt").is_dir()  # distributed checkpoint: one shard per rank
     assert "step 1: last.ckpt written (checkpoint_every_n_steps: 1)" in done.stderr  # by both ranks, together
     assert "step 2: last.ckpt written" not in done.stderr  # the validation's checkpoint
-    assert "backbone pretrained, head new" in summary["model"]
+    assert "backbone pretrained, head pretrained" in summary["model"]  # the recipe's model.pretraining_head
+    assert "the 'seg' head of pretraining" in summary["model"]
 
     # The end-of-fit export consolidated the sharded best checkpoint; torch's own converter agrees.
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save

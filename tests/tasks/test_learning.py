@@ -91,7 +91,7 @@ def overfit(config: str, root, run_dir, steps: int, lr: float, *extra: str) -> d
     """Train the ``tiny`` preset from random weights for ``steps`` steps on the training split and validate on the
     same images: the final metrics."""
     summary = main(["--config", config, "--run_dir", str(run_dir), "--model.pretrained", "null", "--model.size", "tiny",
-                    "--data.root", str(root), "--trainer.max_steps", str(steps),
+                    "--model.pretraining_head", "false", "--data.root", str(root), "--trainer.max_steps", str(steps),
                     "--trainer.val_check_interval", str(steps), "--model.optim.lr", str(lr), *COMMON, *extra])
     print(config, summary["metrics"])
     return summary["metrics"]
