@@ -39,7 +39,7 @@ def test_seg_recipe_runs_end_to_end(tmp_path):
     assert summary["monitor"] == "val/mIoU" and summary["global_step"] == 3
     assert {"mIoU", "mAcc", "aAcc", "ce", "dice"} <= set(summary["metrics"])
     assert 0.0 <= summary["metrics"]["mIoU"] <= 1.0
-    assert "backbone pretrained, head new" in summary["model"]
+    assert "backbone pretrained, head pretrained" in summary["model"]  # the recipe's model.pretraining_head
     maps = sorted(p for p in (run_dir / "predictions").glob("*.png") if not p.stem.endswith("_overlay"))
     assert len(maps) == 4  # 20 images -> 4 val images, all saved (class ids, and their colour overlay)
     assert len(list((run_dir / "predictions").glob("*_overlay.png"))) == 4
