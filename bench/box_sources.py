@@ -1,5 +1,6 @@
-"""Pose AP on a COCO-layout val split with the people boxed three ways: ground-truth boxes, a seg model's
-foreground regions (``--boxes_from_seg``) and, when given, a person detector (``--detector``).
+"""Pose AP on a COCO-layout val split with the people boxed in several ways: ground-truth boxes, a seg model's
+foreground regions (``--boxes_from_seg``, with and without ``--seg_split_heads``) and, when given, a person
+detector (``--detector``).
 
 Each source goes through ``python -m sapiens2_ft.predict`` with the same pose model; the keypoint results are
 scored with pycocotools' OKS AP against the split's annotations. Also printed: how many ground-truth people a
@@ -71,13 +72,14 @@ def main() -> None:
     root, out = Path(args.root), Path(args.out)
     common = ["--model", args.pose, "--input", str(root / args.images)]
     sources = {"ground-truth boxes": ["--boxes", str(root / args.ann)],
-               "--boxes_from_seg": ["--boxes_from_seg", args.seg]}
+               "--boxes_from_seg": ["--boxes_from_seg", args.seg],
+               "--boxes_from_seg --no-seg_split_heads": ["--boxes_from_seg", args.seg, "--no-seg_split_heads"]}
     if args.detector:
         sources["--detector"] = ["--detector", args.detector]
     rows = {}
     for name, extra in sources.items():
         with contextlib.redirect_stderr(io.StringIO()):
-            done = predict.main([*common, *extra, "--out", str(out / name.strip("-").replace(" ", "_"))])
+            done = predict.main([*common, *extra, "--out", str(out / name.replace("-", "").replace(" ", "_"))])
         rows[name] = score(root / args.ann, done)
     print("| boxes | OKS AP | AP50 | people found (IoU >= 0.5) | boxes on nobody |")
     print("|---|---|---|---|---|")

@@ -32,6 +32,10 @@ SAPIENS2_PART_CLASSES = (
     "Tongue",
 )
 
+# The classes that lie on a person's head: one blob of them per visible head (box-free pose splits people who
+# touch between their heads).
+HEAD_PARTS = ("Eyeglass", "Face_Neck", "Hair", "Lower_Lip", "Upper_Lip", "Lower_Teeth", "Upper_Teeth", "Tongue")
+
 
 def resolve_class_names(num_classes: int, class_names: list[str] | None) -> list[str]:
     """The class set of ``data.num_classes`` / ``data.class_names``: the given names, the Sapiens2 names

@@ -51,10 +51,13 @@ class DetectorBoxes:
 
 class PeopleBoxes:
     """One box per connected region of the people a model finds (``TaskModule.people``: a seg model's classes but
-    background, a matting model's alpha >= 0.5), scored by the region's mean probability."""
+    background, a matting model's alpha >= 0.5), scored by the region's mean probability. With ``split_heads``,
+    a region holding several heads (``TaskModule.people_heads``: a seg model's head classes) is split between
+    them."""
 
-    def __init__(self, module, min_area: float, pad: float):
+    def __init__(self, module, min_area: float, pad: float, split_heads: bool = True, head_area: float = 0.002):
         self.module, self.min_area, self.pad = module, min_area, pad
+        self.split_heads, self.head_area = split_heads, head_area
 
     @torch.no_grad()
     def __call__(self, keys: list[str], images: list[np.ndarray]) -> list[np.ndarray]:
@@ -65,7 +68,9 @@ class PeopleBoxes:
         boxes = []
         for outputs in maps:
             foreground, probability = self.module.people(outputs)
-            boxes.append(boxes_from_foreground(foreground.numpy(), self.min_area, self.pad, probability.numpy()))
+            heads = self.module.people_heads(outputs) if self.split_heads else None
+            boxes.append(boxes_from_foreground(foreground.numpy(), self.min_area, self.pad, probability.numpy(),
+                                               None if heads is None else heads.numpy(), self.head_area))
         return boxes
 
 
@@ -139,6 +144,11 @@ def add_box_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--boxes_from_seg: drop regions under this fraction of the image")
     parser.add_argument("--seg_box_pad", type=float, default=0.05,
                         help="--boxes_from_seg: grow each box by this fraction of its size on every side")
+    parser.add_argument("--seg_split_heads", action=argparse.BooleanOptionalAction, default=True,
+                        help="--boxes_from_seg: split a region holding several heads (a seg model's head "
+                             "classes) between them, so that people who touch get a box each")
+    parser.add_argument("--seg_head_area", type=float, default=0.002,
+                        help="--seg_split_heads: the smallest head that counts, as a fraction of the image")
 
 
 def box_source(args, out: Path, loaded: dict | None = None):
@@ -159,5 +169,5 @@ def box_source(args, out: Path, loaded: dict | None = None):
         if not finds_people(module):
             raise SystemExit(f"--boxes_from_seg: {args.boxes_from_seg} is a {task} model, which does not find "
                              f"people; give a segmentation (or matting) model")
-        return PeopleBoxes(module, args.seg_min_area, args.seg_box_pad)
+        return PeopleBoxes(module, args.seg_min_area, args.seg_box_pad, args.seg_split_heads, args.seg_head_area)
     return None

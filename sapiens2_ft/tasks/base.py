@@ -323,6 +323,11 @@ class TaskModule(L.LightningModule):
         its probability (H, W) float), on the CPU; None for a task that does not tell people from background."""
         return None
 
+    def people_heads(self, outputs: dict) -> torch.Tensor | None:
+        """Where the people's heads are in one image's outputs: (H, W) bool on the CPU, one blob per head, to
+        split people who touch (``predict.boxes.PeopleBoxes``); None for a task that does not see heads."""
+        return None
+
     def sheet_legend(self, row: np.ndarray, result) -> np.ndarray:
         """Predict's sheet ``row`` with this task's legend below it (seg: the classes of ``result``)."""
         return row

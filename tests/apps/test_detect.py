@@ -8,7 +8,9 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
+from datamodules.body_parts import HEAD_PARTS, SAPIENS2_PART_CLASSES
 from datamodules.coco_keypoints import load_detections
 from datamodules.images import read_image
 from datamodules.keypoints.metainfo import load_metainfo
@@ -91,7 +93,9 @@ def test_boxes_from_seg_crop_each_foreground_region(pose_run, seg_checkpoint, ti
     expected = []
     for outputs in dense_maps(seg, images):
         probs = outputs["logits"].softmax(1)[0].detach()
-        expected += boxes_from_foreground((probs.argmax(0) > 0).numpy(), 0.0005, 0.1, (1 - probs[0]).numpy()).tolist()
+        heads = torch.isin(probs.argmax(0), torch.tensor([SAPIENS2_PART_CLASSES.index(n) for n in HEAD_PARTS]))
+        expected += boxes_from_foreground((probs.argmax(0) > 0).numpy(), 0.0005, 0.1, (1 - probs[0]).numpy(),
+                                          heads.numpy(), 0.002).tolist()
     results = json.loads((out / "keypoints.json").read_text())
     assert sorted(r["bbox"] for r in results) == sorted(np.round(b[:4], 2).tolist() for b in expected)
 
@@ -142,3 +146,23 @@ def test_detect_writes_the_val_detections_the_data_module_validates_with(tiny_co
     gt = json.loads((tiny_coco / VAL_ANN).read_text())["annotations"]
     assert np.allclose(sorted(i.bbox for i in instances), sorted(a["bbox"] for a in gt), atol=0.005)
     assert not skipped
+
+
+def test_people_boxes_split_touching_people_at_their_heads_unless_asked_not_to():
+    from sapiens2_ft.predict.boxes import PeopleBoxes
+
+    class TwoPeople:  # a model that sees two people side by side, bodies touching, heads apart
+        def people(self, outputs):
+            foreground = torch.zeros(60, 60, dtype=torch.bool)
+            foreground[20:60, 5:55] = True
+            foreground[5:20, 10:20] = foreground[5:20, 40:50] = True
+            return foreground, foreground.float()
+
+        def people_heads(self, outputs):
+            heads = torch.zeros(60, 60, dtype=torch.bool)
+            heads[5:20, 10:20] = heads[5:20, 40:50] = True
+            return heads
+
+    assert len(PeopleBoxes(TwoPeople(), 0.001, 0.0).from_maps([{}])[0]) == 2
+    assert len(PeopleBoxes(TwoPeople(), 0.001, 0.0, split_heads=False).from_maps([{}])[0]) == 1
+    assert len(PeopleBoxes(TwoPeople(), 0.001, 0.0, head_area=0.05).from_maps([{}])[0]) == 1  # heads of 0.042

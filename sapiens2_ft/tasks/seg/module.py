@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from datamodules.body_parts import SAPIENS2_PART_CLASSES
+from datamodules.body_parts import HEAD_PARTS, SAPIENS2_PART_CLASSES
 from sapiens2_ft.tasks.base import TaskModule
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.seg.loss import default_class_weights, segmentation_loss
@@ -97,3 +97,10 @@ class SegmentationModule(TaskModule):
         """Any class but background (0); probability 1 - p(background)."""
         probs = outputs["logits"][0].float().softmax(0)
         return (probs.argmax(0) > 0).cpu(), (1 - probs[0]).cpu()
+
+    def people_heads(self, outputs: dict) -> torch.Tensor | None:
+        """The pixels of the head's classes (``HEAD_PARTS``); None when the class set has none of them."""
+        ids = [i for i, name in enumerate(self.class_names) if name in HEAD_PARTS]
+        if not ids:
+            return None
+        return torch.isin(outputs["logits"][0].argmax(0), torch.tensor(ids, device=outputs["logits"].device)).cpu()

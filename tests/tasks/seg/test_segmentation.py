@@ -46,3 +46,16 @@ def test_seg_recipe_runs_end_to_end(tmp_path):
     import cv2
 
     assert cv2.imread(str(maps[0]), cv2.IMREAD_UNCHANGED).shape == (256, 192)
+
+
+def test_people_heads_are_the_pixels_of_the_head_classes_by_name():
+    from sapiens2_ft.tasks.seg.module import SegmentationModule
+
+    classes = ["Background", "Torso", "Hair", "Face_Neck", "Sky"]
+    logits = torch.zeros(1, len(classes), 4, 4)
+    for label, (y, x) in zip(range(len(classes)), [(0, 0), (1, 1), (2, 2), (3, 3), (0, 3)]):
+        logits[0, label, y, x] = 5.0  # class ``label`` wins at one pixel; background (0) everywhere else
+    heads = SegmentationModule(pretrained=None, size="tiny", class_names=classes).people_heads({"logits": logits})
+    assert heads.dtype == torch.bool and heads.nonzero().tolist() == [[2, 2], [3, 3]]  # Hair, Face_Neck
+    no_heads = SegmentationModule(pretrained=None, size="tiny", class_names=["Background", "Person"])
+    assert no_heads.people_heads({"logits": logits[:, :2]}) is None  # no head class: nothing to split by
