@@ -4,8 +4,9 @@
    fp32 and in bf16. bf16 runs natively only on CPUs with ``avx512_bf16`` or AMX (``lscpu``); elsewhere oneDNN
    emulates it and it is far slower than fp32, which this prints.
 2. The step: ``MultiTaskModule`` (``configs/pretrain_demo_backbone.yaml``'s model: mini, five heads) on one
-   batch of its own data (``--root``, rendered there when missing), forward + backward + AdamW. Its FLOPs
-   are counted once with ``torch.utils.flop_counter.FlopCounterMode`` (per part: backbone on the images, on
+   batch of its own data (``--root``: a synthetic dataset there is used as it is, e.g. the pretraining's
+   ``data/synthetic-pretrain``; 64 images are rendered there when it holds none), forward + backward + AdamW.
+   Its FLOPs are counted once with ``torch.utils.flop_counter.FlopCounterMode`` (per part: backbone on the images, on
    the pose crops, each head), then the step is timed (median of ``--steps``) in each variant:
    ``fp32`` (``--threads`` threads), ``fp32, 1 thread``, and where the CPU has native bf16 (``--bf16 force``
    times them anyway) ``bf16 autocast`` and ``bf16, eager attention`` (the recipe's setting there).
@@ -47,10 +48,12 @@ def matmul_gflops(m: int, k: int, n: int, dtype: torch.dtype, repeats: int = 5) 
 def build_step(batch_size: int, root: Path):
     """(module, batch, step function) of one pretraining step of the demo recipe's model."""
     from datamodules.multitask_datamodule import MultiTaskDataModule
+    from datamodules.synthetic.generate import read_parameters
     from datamodules.synthetic_data import SyntheticData, render_if_missing
     from sapiens2_ft.tasks.multitask.module import MultiTaskModule
 
-    render_if_missing(root, SyntheticData(num_images=max(4 * batch_size, 64), seed=7, val_fraction=0.1))
+    if read_parameters(root) is None:  # a synthetic dataset already there is used as it is, never re-rendered
+        render_if_missing(root, SyntheticData(num_images=max(4 * batch_size, 64), seed=7, val_fraction=0.1))
     datamodule = MultiTaskDataModule(root=str(root), batch_size=batch_size, num_workers=0)
     datamodule.setup("fit")
     batch = next(iter(datamodule.train_dataloader()))
