@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict
 
 import lightning as L
 from lightning.pytorch.trainer.states import TrainerFn
-from lightning.pytorch.utilities import rank_zero_warn
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 from datamodules.base import SampleDataModule
 from datamodules.loaders import TrainPosition
@@ -59,6 +60,10 @@ class ResumeDataPosition(L.Callback):
             rank_zero_warn(f"the checkpoint has no '{POSITION_KEY}' (written by an older version): the restored "
                            "epoch's data starts again from its beginning")
             return
-        datamodule.start_training_at(read_position(checkpoint[POSITION_KEY]))
+        position = read_position(checkpoint[POSITION_KEY])
+        datamodule.start_training_at(position)
+        rank_zero_info(f"the training data continues at epoch {position.epoch}, batch {position.batches}")
+        # Lightning warns that a plain loader replays a part-trained epoch from its start; this one does not.
+        warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended before the epoch")
         if trainer.train_dataloader is not None:  # built before the restore
             rebuild_train_loader(trainer)
