@@ -32,8 +32,8 @@ MIN_LOSS_DROP = 0.85  # last logged train losses below this fraction of the firs
 # 40 steps not better); matting SAD 6.74, 6.02, 6.54 against 7.81 for alpha 0 (x0.31, x0.34, x0.34); pointmap
 # train loss x0.25, x0.38, x0.26. Pointmaps get the loss check only: in these CPU minutes the model does not
 # reach the per-pixel mean pointmap of the val split (its predicted scale, hence metric Z, is far off; the full
-# demo: L2 0.90 m against 0.79 m). The 7900-step backbone shipped on 2026-12-04, seed 0: seg 0.060 (x0.74), normal
-# 34.5 deg (x0.05), matting SAD 6.80 (x0.32), pointmap x0.28 (its spread over seeds not measured).
+# demo: L2 0.90 m against 0.79 m). The 9100-step backbone shipped on 2026-12-04, seed 0: seg 0.056 (x0.74), normal
+# 37.1 deg (x0.05), matting SAD 6.71 (x0.32), pointmap x0.28 (its spread over seeds not measured).
 STEPS = {"seg": 40, "normal": 60, "matting": 60, "pointmap": 15}
 WARMUP = 5  # the recipes' warm-up (20 of 200 steps) scaled to the shortened runs
 
