@@ -27,7 +27,8 @@ STEPS, WARMUP = 50, 5  # the recipe's warm-up (25 of 200 steps) scaled to the sh
 # As shipped (the pretrained head, lr 5e-4; 9100-step backbone), seeds 0, 1, 2: AP50 0.522 / 0.480 / 0.497, AR50
 # 0.663 / 0.634 / 0.624, last over first train loss x1.028 / x0.947 / x1.000 (a trained head: the loss starts low
 # and stays, noisily; the 7900-step backbone: 0.444-0.470 / 0.574-0.614). The bounds sit between these and the
-# new head's values (0.30 against 0.158-0.480, 0.42 against 0.297-0.624), so a head that did not load fails them; the loss bound only catches divergence.
+# new head's values (0.30 against 0.158-0.480, 0.42 against 0.297-0.624), so a head that did not load fails
+# them; the loss bound only catches divergence.
 BOUNDS = {"new": dict(AP50=0.033, AR50=0.079, loss=0.9),  # loss: the last two logged train losses over the first two
           "pretrained": dict(AP50=0.3, AR50=0.42, loss=1.1)}
 NEW_HEAD = ["--model.pretraining_head", "false", "--model.optim.lr", "2.0e-3"]
