@@ -6,10 +6,12 @@ for the on-disk layout and ``python -m datamodules.synthetic --help`` for the CL
 """
 
 from .generate import ensure_dataset, generate_dataset, read_parameters
+from .in_use import DatasetInUseError
 from .parts import COCO_KEYPOINT_NAMES, COCO_SKELETON, SAPIENS2_PART_CLASSES
 from .scene import Sample, render_sample
 
 __all__ = [
+    "DatasetInUseError",
     "COCO_KEYPOINT_NAMES",
     "COCO_SKELETON",
     "SAPIENS2_PART_CLASSES",

@@ -3,9 +3,11 @@
 Generation happens in a hidden temporary folder next to the target that is renamed into
 place at the end, so an interrupted run never leaves a dataset that looks complete.
 An existing target is only replaced when it is empty or holds nothing but files of a
-previous synthetic dataset; anything else is refused and left untouched.
+previous synthetic dataset, and no other process reads it (``in_use``); anything else is refused and left
+untouched.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from . import in_use
 from .scene import render_sample
 from .writer import (
     DENSE_FOLDERS, SPLITS, coco_records, image_stem, make_split_folders, write_coco, write_json, write_sample,
@@ -68,6 +71,11 @@ def read_parameters(root: Path) -> dict | None:
     if not isinstance(info, dict) or info.get("generator") != GENERATOR:
         return None
     return {key: info.get(key) for key in PARAMETER_KEYS}
+
+
+def _describe(params: dict) -> str:
+    return (f"{params['num']} images of seed {params['seed']} at {params['height']}x{params['width']}, "
+            f"val fraction {params['val_fraction']}")
 
 
 def _check_replaceable(root: Path) -> None:
@@ -143,17 +151,20 @@ def generate_dataset(out_dir, num_images: int, seed: int, height: int = 256, wid
     existing = read_parameters(root)
     root.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    staging = root.parent / f".{root.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    staging.mkdir()
-    try:
-        counts = _build(staging, params, progress)
-        finished_meanwhile = existing != params and read_parameters(root) == params
-        if not finished_meanwhile:  # else another process (e.g. a DDP rank) wrote the same data; keep it
-            _check_replaceable(root)
-            _move_into_place(staging, root)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
+    with contextlib.ExitStack() as stack:
+        if existing is not None and existing != params:  # fail now, not after minutes of rendering
+            stack.enter_context(in_use.Replacing(root, f"{_describe(existing)}; asked for {_describe(params)}"))
+        staging = root.parent / f".{root.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        staging.mkdir()
+        try:
+            counts = _build(staging, params, progress)
+            finished_meanwhile = existing != params and read_parameters(root) == params
+            if not finished_meanwhile:  # else another process (e.g. a DDP rank) wrote the same data; keep it
+                _check_replaceable(root)
+                _move_into_place(staging, root)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging)
     return {"out_dir": str(root), "counts": counts, "seconds": round(time.perf_counter() - start, 3)}
 
 
@@ -161,11 +172,14 @@ def ensure_dataset(out_dir, num_images: int, seed: int, height: int = 256, width
                    val_fraction: float = 0.2) -> Path:
     """Return ``out_dir`` after making sure it holds the synthetic dataset with these parameters.
 
-    Does nothing when ``out_dir/dataset.json`` already records the same parameters;
-    otherwise generates it (with a progress bar), replacing an older synthetic dataset.
+    Does nothing when ``out_dir/dataset.json`` already records the same parameters; otherwise generates it (with
+    a progress bar), replacing an older synthetic dataset unless another process reads that one
+    (:class:`~datamodules.synthetic.in_use.DatasetInUseError`). This process then holds the dataset as read
+    (``in_use.hold``) until it exits.
     """
     params = _parameters(num_images, seed, height, width, val_fraction)
     root = Path(out_dir).expanduser().absolute()
     if read_parameters(root) != params:
         generate_dataset(root, num_images, seed, height, width, val_fraction, progress=True)
+    in_use.hold(root)
     return root
