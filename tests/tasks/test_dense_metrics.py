@@ -110,6 +110,25 @@ def test_pointmap_constant_offset():
     _split_equal(PointmapMetrics, noisy, target, mask)
 
 
+def test_pointmap_known_focal_separates_the_focal_error():
+    """A prediction right in the canonical camera but 20% off in its focal: L2 is the depth error the wrong
+    focal makes (every point scaled by 1 / 1.2), ``l2_known_focal`` is 0; without it the key is absent."""
+    ys, xs = torch.meshgrid(torch.linspace(-1, 1, 4), torch.linspace(-1, 1, 4), indexing="ij")
+    target = torch.stack([xs, ys, 3.0 + 0.0 * xs]).unsqueeze(0).double()
+    pred = target / 1.2
+    m = PointmapMetrics()
+    m.update(pred, target, None, known_focal=target.clone())
+    out = m.compute()
+    expected = (target - pred).pow(2).sum(1).sqrt().mean().item()
+    assert out["l2"].item() == pytest.approx(expected) and expected > 0.4
+    assert out["l2_known_focal"].item() == pytest.approx(0.0, abs=1e-12)
+    plain = PointmapMetrics()
+    plain.update(pred, target)
+    assert "l2_known_focal" not in plain.compute()
+    with pytest.raises(ValueError, match="known_focal"):
+        m.update(pred, target, None, known_focal=target[..., :2])
+
+
 # -------------------------------------------------------------------- matting
 def test_matting_hand_values_and_split():
     gt = torch.zeros(1, 1, 4, 4)

@@ -11,6 +11,7 @@ import torch
 from transformers import Sapiens2ForNormalEstimation, Sapiens2ForPointmapEstimation, Sapiens2HeadConfig
 
 from datamodules.dense_datamodule import DenseDataModule
+from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.tasks.matting.module import MattingModule
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pointmap.module import PointmapModule, to_metric
@@ -50,6 +51,12 @@ def test_train_and_validation_step(dense_root, tmp_path, task):
         module.validation_step(batch, 0)
     metrics = module.val_metrics.compute()
     assert all(torch.isfinite(v).all() for v in metrics.values())
+    if task == "pointmap":  # the L2 by the images' own focal, re-derived from the outputs
+        with torch.no_grad():
+            out = module.infer(normalize_images(batch["image"]), size=batch["image"].shape[-2:])
+        diff = to_metric(out["pointmap"], batch["scale"]) - to_metric(batch["pointmap"], batch["scale"])
+        l2 = diff.pow(2).sum(1).sqrt()[batch["mask"].reshape(diff[:, 0].shape) > 0]
+        assert metrics["l2_known_focal"].item() == pytest.approx(l2.mean().item(), rel=1e-4)
     module.write_validation_outputs(tmp_path)
     for name in batch["name"]:
         for suffix in SAVED[task]:

@@ -7,7 +7,8 @@ axes (as transformers' ``post_process_pointmap_estimation``).
 Train: ``pointmap_loss`` on canonical XYZ over valid pixels (L1, multi-scale L1, shift-invariant
 L1, SiLog on Z, intrinsics and normal consistency, scale L1). Val: metric-space L2, per-axis MAE,
 RMSE, % within 5 / 10 / 20 cm and normal angle, using the predicted scale (the ground-truth one
-without a scale branch); the first validation pointmaps are written to ``<run_dir>/predictions/``
+without a scale branch), and the L2 with the image's own focal (``l2_known_focal``: what the focal the model
+guesses costs); the first validation pointmaps are written to ``<run_dir>/predictions/``
 as ``NAME.npy`` (HxWx3 metric XYZ, float32) and ``NAME_depth.png`` (turbo colour map of 1 / Z).
 """
 
@@ -94,8 +95,9 @@ class PointmapModule(TaskModule):
         return to_metric(outputs["pointmap"].float(), scale)
 
     def update_metrics(self, outputs: dict, batch: dict) -> None:
+        known = to_metric(outputs["pointmap"].float(), batch["scale"]) if "scale" in outputs else None
         self.val_metrics.update(self._metric(outputs, batch), to_metric(batch["pointmap"], batch["scale"]),
-                                batch["mask"])
+                                batch["mask"], known_focal=known)
 
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
         xyz = self._metric(outputs, batch)[i].permute(1, 2, 0).cpu().numpy()
