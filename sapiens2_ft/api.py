@@ -123,11 +123,13 @@ class Predictor:
 
         return task_spec(self.task).predictor == "crops"
 
-    def predict(self, images: ImagesLike, boxes: Boxes = None, batch_size: int = 8) -> list[dict]:
+    def predict(self, images: ImagesLike, boxes: Boxes = None, batch_size: int = 8,
+                focal: float | None = None) -> list[dict]:
         """Results for ``images``: a path (image or folder), an RGB uint8 array (H, W, 3), or a list of either.
 
         ``boxes`` (pose): None (each image is one person), one ``[x, y, w, h(, score)]`` array per image, or a
         callable mapping a list of images to such arrays, e.g. ``sapiens2_ft.models.detector.PersonDetector()``.
+        ``focal`` (pointmap): the camera's fx in the images' pixels; metric points by it, not the predicted focal.
         """
         import torch
 
@@ -137,6 +139,8 @@ class Predictor:
         names, arrays = read_images(images)
         if boxes is not None and not self.is_pose:
             raise ValueError(f"boxes are for pose models; this one is {self.task}")
+        if focal is not None and self.is_pose:
+            raise ValueError("focal is for pointmap models; this one is pose")
         if boxes is not None and not callable(boxes) and len(boxes) != len(arrays):
             raise ValueError(f"boxes: {len(boxes)} entries for {len(arrays)} images (one array per image)")
         device_type = torch.device(self.module.device).type
@@ -148,7 +152,7 @@ class Predictor:
                     people = estimate(self.module, chunk, person_boxes(boxes, chunk, start), batch_size)
                     results += [{"name": n, "people": p} for n, p in zip(chunk_names, people)]
                     continue
-                for name, image, maps in zip(chunk_names, chunk, dense_maps(self.module, chunk)):
+                for name, image, maps in zip(chunk_names, chunk, dense_maps(self.module, chunk, focal)):
                     results.append({"name": name,
                                     "maps": {k: v[0].float().cpu().numpy() for k, v in maps.items()},
                                     "files": dense_files(self.module, image, maps, None)})

@@ -13,6 +13,8 @@ to ``OUT/model`` first). The task comes from the model's config.
   letterboxed otherwise); the outputs are mapped back to the image's pixels and written as in validation
   (``NAME.png`` class ids + ``NAME_overlay.png``; ``NAME.npy`` + ``NAME_normal.png`` / ``NAME_depth.png``;
   ``NAME_alpha.png`` + ``NAME_composite.png``).
+  ``--focal FX`` (pointmap): the camera's fx in the images' pixels; the metric points use it instead of the focal
+  the scale branch guesses.
 
 Several ``--model``s (one per task, e.g. pose + seg + normal + pointmap) each write the above into ``OUT/TASK/``,
 and ``OUT/sheets/NAME.jpg`` shows them side by side: keypoints, body-part colours with a legend, normals and
@@ -33,6 +35,7 @@ from pathlib import Path
 import torch
 
 from sapiens2_ft.predict.boxes import FileBoxes, add_box_arguments, box_source, read_boxes, whole_image
+from sapiens2_ft.predict.dense import uses_focal
 from sapiens2_ft.predict.inputs import list_images
 from sapiens2_ft.predict.loading import load_module
 from sapiens2_ft.predict.run import Model, predict_images
@@ -58,6 +61,9 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--mask_model", default=None,
                         help="normal / pointmap: a seg or matting model (same forms as --model) whose people mask the "
                              "normal and depth pictures (the .npy files keep every pixel)")
+    parser.add_argument("--focal", type=float, default=None,
+                        help="pointmap: the images' focal length fx in their own pixels (a calibrated camera): metric "
+                             "points by it instead of the focal the model predicts")
     parser.add_argument("--batch_size", type=int, default=8, help="images (and person crops) per forward pass")
     parser.add_argument("--workers", type=int, default=2,
                         help="threads decoding the next images while the models run (0: decode in line)")
@@ -70,6 +76,8 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--compile_backend", default="inductor", help="--compile: the torch.compile backend")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
+    if args.focal is not None and not args.focal > 0:
+        raise SystemExit(f"--focal: the focal length in pixels must be > 0, got {args.focal}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     video = args.video or is_video(Path(args.input))
@@ -87,8 +95,10 @@ def main(argv: list[str] | None = None) -> Path:
                                    args.backend)
         if task in [m.task for m in models]:
             raise SystemExit(f"--model: two {task} models ({name}); give one model per task")
-        models.append(Model(module, task, out / task if several else out))
+        models.append(Model(module, task, out / task if several else out, args.focal if uses_focal(module) else None))
         loaded[name] = module, task
+    if args.focal is not None and all(m.focal is None for m in models):
+        raise SystemExit(f"--focal is for pointmap models; {', '.join(m.task for m in models)} do not take a focal")
     pose = [m for m in models if m.is_pose]
     if (args.boxes or args.detector or args.boxes_from_seg) and not pose:
         raise SystemExit(f"--boxes, --detector and --boxes_from_seg are for pose models; {args.model[0]} is "

@@ -29,14 +29,27 @@ def unwarp(maps: torch.Tensor, matrix: np.ndarray, input_size, image_size, mode:
     return F.grid_sample(maps.float(), grid, mode=mode, padding_mode="border", align_corners=False)
 
 
-def dense_maps(module, originals: list[np.ndarray]) -> list[dict[str, torch.Tensor]]:
+def uses_focal(module) -> bool:
+    """Whether ``module``'s outputs can take a known camera (``with_focal``: pointmaps, made metric by it)."""
+    return callable(getattr(module, "with_focal", None))
+
+
+def dense_maps(module, originals: list[np.ndarray], focal: float | None = None) -> list[dict[str, torch.Tensor]]:
     """``module``'s outputs for whole images, each mapped back to its image's pixels (the validation resize of
-    the task's training pipeline: stretched for seg, letterboxed otherwise)."""
+    the task's training pipeline: stretched for seg, letterboxed otherwise). ``focal``: the images' fx in their
+    own pixels (a calibrated camera), given to a module that ``uses_focal`` at the input's resolution."""
+    if focal is not None and not uses_focal(module):
+        raise ValueError(f"focal: only models with a metric scale (pointmap) take a known focal; this one is "
+                         f"{module.task}")
+    if focal is not None and not focal > 0:
+        raise ValueError(f"focal: the focal length in pixels must be > 0, got {focal}")
     transform = DenseTransform(module.hparams.input_size, fit=validation_fit(None, module.task))
     size = tuple(module.hparams.input_size)
     matrices = [transform.matrix(im.shape[:2], None) for im in originals]
     crops = np.stack([affine.warp_image(im, m, size) for im, m in zip(originals, matrices)])
     outputs = module.infer(normalize_images(torch.from_numpy(crops).permute(0, 3, 1, 2).to(module.device)))
+    if focal is not None:  # fx of the warped input: the first row of the warp times K (datamodules' intrinsics)
+        outputs = module.with_focal(outputs, torch.tensor([m[0, 0] * focal for m in matrices], device=module.device))
     return [{name: value[i:i + 1] if value.ndim < 4 else unwarp(value[i:i + 1], matrix, size, image.shape[:2])
              for name, value in outputs.items()} for i, (image, matrix) in enumerate(zip(originals, matrices))]
 

@@ -25,11 +25,12 @@ from sapiens2_ft.tasks.registry import task_spec
 
 @dataclass
 class Model:
-    """One loaded model and the folder its files go to."""
+    """One loaded model, the folder its files go to and the images' known focal (px) where the model takes one."""
 
     module: object
     task: str
     out: Path
+    focal: float | None = None
 
     @property
     def is_pose(self) -> bool:
@@ -61,7 +62,7 @@ def infer_chunk(models: list[Model], keys: list[str], images: list[np.ndarray], 
                 batch_size: int, mask_model: Model | None = None) -> tuple[list[dict], list | None]:
     """Per image, per task: pose's people (``estimate``) or a dense task's files (``dense.files``); and per image
     the people (H, W) bool, None where no model finds them."""
-    maps = {m.task: dense_maps(m.module, images) for m in models if not m.is_pose}
+    maps = {m.task: dense_maps(m.module, images, m.focal) for m in models if not m.is_pose}
     masks = people_masks(models, maps, mask_model, images)
     results: list[dict] = [{} for _ in images]
     boxes = person_boxes(models, maps, source, keys, images) if any(m.is_pose for m in models) else None

@@ -71,6 +71,12 @@ class PointmapModule(TaskModule):
             outputs["scale"] = out.scales.reshape(-1)
         return outputs
 
+    def with_focal(self, outputs: dict, focal: torch.Tensor) -> dict:
+        """``outputs`` with the scale of a known camera instead of the predicted one: ``focal`` (B,) fx in pixels of
+        the network's input, ``scale = canonical_focal / fx`` (as the data's targets; ``predict --focal``)."""
+        scale = float(self.hparams.canonical_focal) / focal.to(outputs["pointmap"].device, torch.float32)
+        return {**outputs, "scale": scale}
+
     def check_focal(self, batch: dict) -> None:
         """The data's canonical focal (scale x fx of the image) must be ``canonical_focal``; checked once."""
         if getattr(self, "_focal_checked", False):
