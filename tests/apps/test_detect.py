@@ -108,9 +108,9 @@ def test_a_seg_model_giving_boxes_and_maps_runs_once(pose_run, seg_checkpoint, t
     calls = []
     real = run.dense_maps
 
-    def counted(module, images):
+    def counted(module, images, *rest):
         calls.append(type(module).__name__)
-        return real(module, images)
+        return real(module, images, *rest)
 
     for where in (run, box_sources):  # the maps of --model and of --boxes_from_seg
         monkeypatch.setattr(where, "dense_maps", counted)
