@@ -9,10 +9,13 @@
    Its FLOPs are counted once with ``torch.utils.flop_counter.FlopCounterMode`` (per part: backbone on the images, on
    the pose crops, each head), then the step is timed (median of ``--steps``) in each variant:
    ``fp32`` (``--threads`` threads), ``fp32, 1 thread``, and where the CPU has native bf16 (``--bf16 force``
-   times them anyway) ``bf16 autocast`` and ``bf16, eager attention`` (the recipe's setting there).
+   times them anyway) ``bf16 autocast`` and ``bf16, eager attention`` (the recipe's setting there); then the
+   last of these (fp32 without native bf16) again with every transformer block compiled
+   (``model.scale.compile: true``: a second module, compiled in a warm-up step whose time is printed;
+   ``--no-compile`` leaves it out).
 3. MFU = achieved FLOP/s / the matmul peak at the mini shape of the same dtype and thread count.
 
-Run: ``python bench/cpu_mfu.py [--batch 16] [--steps 5] [--threads 2]`` (about 3 minutes on 2 cores; pause
+Run: ``python bench/cpu_mfu.py [--batch 16] [--steps 5] [--threads 2]`` (about 4 minutes on 2 cores; pause
 background jobs first: the figures are only comparable on an otherwise idle machine).
 """
 
@@ -45,11 +48,13 @@ def matmul_gflops(m: int, k: int, n: int, dtype: torch.dtype, repeats: int = 5) 
     return 2 * m * k * n / median_seconds(lambda: a @ b, repeats) / 1e9
 
 
-def build_step(batch_size: int, root: Path):
-    """(module, batch, step function) of one pretraining step of the demo recipe's model."""
+def build_step(batch_size: int, root: Path, compile: bool = False):
+    """(module, batch, step function) of one pretraining step of the demo recipe's model; ``compile``: its
+    transformer blocks compiled (``ScaleConfig.compile``)."""
     from datamodules.multitask_datamodule import MultiTaskDataModule
     from datamodules.synthetic.generate import read_parameters
     from datamodules.synthetic_data import SyntheticData, render_if_missing
+    from sapiens2_ft.models.sharding import ScaleConfig
     from sapiens2_ft.tasks.multitask.module import MultiTaskModule
 
     if read_parameters(root) is None:  # a synthetic dataset already there is used as it is, never re-rendered
@@ -57,7 +62,7 @@ def build_step(batch_size: int, root: Path):
     datamodule = MultiTaskDataModule(root=str(root), batch_size=batch_size, num_workers=0)
     datamodule.setup("fit")
     batch = next(iter(datamodule.train_dataloader()))
-    module = MultiTaskModule(size="mini")
+    module = MultiTaskModule(size="mini", scale=ScaleConfig(compile=compile))
     module.configure_model()
     module.train()
     optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4)
@@ -112,6 +117,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--root", type=Path, default=Path("bench/out/mfu-data"))
     parser.add_argument("--bf16", choices=["auto", "force", "off"], default="auto")
+    parser.add_argument("--no-compile", dest="compile", action="store_false", help="skip the compiled variant")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -144,21 +150,32 @@ def main() -> None:
         variants["bf16 autocast"] = (args.threads, lambda: torch.autocast("cpu", dtype=torch.bfloat16),
                                      torch.bfloat16)
         variants["bf16, eager attention"] = (args.threads, lambda: bf16_eager(module), torch.bfloat16)
+    steps = dict.fromkeys(variants, step)
+    if args.compile:  # the best variant again, its blocks compiled: a module of its own, compiled before timing
+        base = "bf16, eager attention" if bf16 else f"fp32, {args.threads} threads"
+        name, (threads, _, dtype) = f"{base}, compiled", variants[base]
+        compiled, _, steps[name] = build_step(args.batch, args.root, compile=True)
+        context = (lambda: bf16_eager(compiled)) if dtype == torch.bfloat16 else contextlib.nullcontext
+        variants[name] = (threads, context, dtype)
+        with context():
+            start = time.perf_counter()
+            steps[name]()
+        print(f"compiled variant: first step (compilation) {time.perf_counter() - start:.1f} s")
     times = defaultdict(list)
     for _ in range(args.steps):  # one step of each variant per round: load changes hit all of them
         for name, (threads, context, _) in variants.items():
             torch.set_num_threads(threads)
             with context():
                 start = time.perf_counter()
-                step()
+                steps[name]()
                 times[name].append(time.perf_counter() - start)
     torch.set_num_threads(args.threads)
-    print(f"\n{'variant':<20} {'step s':>7} {'GFLOP/s':>8} {'MFU':>6}")
+    print(f"\n{'variant':<32} {'step s':>7} {'GFLOP/s':>8} {'MFU':>6}")
     for name, (threads, _, dtype) in variants.items():
         seconds = statistics.median(times[name])
         rate = total / seconds / 1e9
         reference = peak["fp32, 1 thread"] if threads == 1 else peak[dtype]
-        print(f"{name:<20} {seconds:7.2f} {rate:8.1f} {100 * rate / reference:5.1f}%")
+        print(f"{name:<32} {seconds:7.2f} {rate:8.1f} {100 * rate / reference:5.1f}%")
     if not bf16:
         print(f"bf16 autocast not timed: no native bf16 on this CPU (its matmul runs at "
               f"{peak[torch.bfloat16]:.1f} GFLOP/s against fp32's {peak[torch.float32]:.1f}); --bf16 force times it")
