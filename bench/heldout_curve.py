@@ -52,7 +52,8 @@ def checkout(source: str, into: Path) -> Path:
 def evaluate(backbone: Path, run_dir: Path) -> dict:
     """The own heads' val metrics of ``backbone`` on the held-out split."""
     command = [sys.executable, str(ROOT / "train.py"), "--config", "configs/pretrain_demo_backbone.yaml",
-               "--model.pretrained", str(backbone), "--trainer.max_steps", "0", "--run_dir", str(run_dir), *DATA]
+               "--model.pretrained", str(backbone), "--trainer.max_steps", "0", "--run_dir", str(run_dir),
+               "--model.scale.compile", "false", *DATA]  # eager, as every row before the recipe compiled
     subprocess.run(command, cwd=ROOT, check=True)
     rows = list(csv.DictReader((run_dir / "metrics.csv").open()))
     last = {k: v for row in rows for k, v in row.items() if v not in ("", None)}

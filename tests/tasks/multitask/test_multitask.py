@@ -18,7 +18,8 @@ def _args(dense_root, run_dir, steps: int) -> list[str]:
             "--data.synthetic", "null", "--model.size", "tiny", "--data.batch_size", "2", "--data.val_batch_size", "2",
             "--data.num_workers", "0", "--trainer.max_steps", str(steps), "--trainer.val_check_interval", "2",
             "--trainer.limit_val_batches", "1", "--trainer.log_every_n_steps", "1",
-            "--trainer.enable_progress_bar", "false"]
+            "--trainer.enable_progress_bar", "false",
+            "--model.scale.compile", "false"]  # the recipe compiles its blocks: seconds a run that tests do not need
 
 
 @pytest.mark.slow  # two runs of all five heads (about 9 s)
