@@ -58,9 +58,10 @@ def draw(rows: list[dict], out: Path = PNG) -> Path:
     """One panel per metric, one line per run; returns ``out``."""
     from matplotlib.figure import Figure  # not pyplot: no global state
 
-    figure = Figure(figsize=(13, 7))
-    axes = figure.subplots(2, 3)
     runs = sorted({r["run"] for r in rows}, key=int)
+    legend_in = 0.35 + 0.16 * len(runs)  # one legend line per run, below the panels: the recipes are long
+    figure = Figure(figsize=(13, 6 + legend_in))
+    axes = figure.subplots(2, 3)
     for ax, (key, title) in zip(axes.flat, PANELS):
         for i, run in enumerate(runs):  # one colour per run in every panel, drawn or not
             points = [(int(r["total_steps"]), float(r[key])) for r in rows if r["run"] == run and r[key]]
@@ -71,9 +72,10 @@ def draw(rows: list[dict], out: Path = PNG) -> Path:
         ax.set_xlabel("backbone pretraining steps (batch 16)")
         ax.grid(alpha=0.3)
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="lower center", ncol=2, fontsize=8)
+    figure.legend(handles, labels, loc="lower center", ncol=1, fontsize=8, frameon=False)
     figure.suptitle("Demo backbone: its own heads on the 240 validation images, per pretraining run")
-    figure.subplots_adjust(left=0.06, right=0.98, top=0.92, bottom=0.2, wspace=0.25, hspace=0.4)
+    figure.subplots_adjust(left=0.06, right=0.98, top=1 - 0.5 / (6 + legend_in),
+                           bottom=(legend_in + 0.55) / (6 + legend_in), wspace=0.25, hspace=0.4)
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out, dpi=80)
     return out
