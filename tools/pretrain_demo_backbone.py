@@ -20,7 +20,11 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import platform
+import time
 from pathlib import Path
+
+import yaml
 
 import torch
 from safetensors.torch import save_file
@@ -33,10 +37,45 @@ PREFIXES = ("model.backbone.backbone.", "backbone.backbone.")
 HEADS_PREFIX = "model.tasks."
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), with ``amx``/``avx512_bf16`` when it has them: the runs' speeds differ."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "")
+    flags = set(info.split())
+    return " ".join([name, *[f for f in ("amx_bf16", "avx512_bf16") if f in flags]]) or platform.machine()
+
+
+def compute_record(data: dict, run_dir: Path, summary: dict) -> dict:
+    """What the backbone of ``data`` (a run's checkpoint) cost: the runs of the backbone it started from (that
+    folder's ``PRETRAINING.json``), then this run, with the totals over all of them."""
+    hparams = data.get("hyper_parameters") or {}
+    config_file = run_dir / "config.yaml"
+    config = yaml.safe_load(config_file.read_text()) if config_file.is_file() else {}
+    start = hparams.get("pretrained")
+    before = []
+    if start and (Path(start) / "PRETRAINING.json").is_file():
+        before = json.loads((Path(start) / "PRETRAINING.json").read_text()).get("runs", [])
+    this = {"run": f"{run_dir.parent.name}/{run_dir.name}", "started_from": start or "random init",
+            "steps": int(data.get("global_step", 0)), "max_steps": (config.get("trainer") or {}).get("max_steps"),
+            "precision": (config.get("trainer") or {}).get("precision"),
+            "lr": (hparams.get("optim") or {}).get("lr"),
+            "fit_wall_time_s": summary.get("fit_wall_time_s"),  # this process's fit: since the resume, if resumed
+            "cpu": cpu_name(), "saved": time.strftime("%Y-%m-%d")}
+    runs = [r for r in before if r.get("run") != this["run"]] + [this]  # a run saved twice counts once
+    batch = (config.get("data") or {}).get("batch_size", 16)
+    return {"total_steps": sum(r["steps"] for r in runs), "total_samples": sum(r["steps"] for r in runs) * batch,
+            "total_fit_wall_time_s": round(sum(r.get("fit_wall_time_s") or 0 for r in runs), 1), "runs": runs}
+
+
 def save_backbone(checkpoint: Path, out: Path, summary: dict) -> None:
     """Keep the shared backbone (``model.backbone.backbone.*``) of a multi-task checkpoint as a ``Sapiens2Model``,
-    and its heads (``model.tasks.*``) beside it in ``HEADS_FILE``, where continued pretraining loads them."""
+    and its heads (``model.tasks.*``) beside it in ``HEADS_FILE``, where continued pretraining loads them;
+    ``PRETRAINING.json`` records its metrics and the compute of every run behind it (``compute_record``)."""
     data = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    record = compute_record(data, checkpoint.parent.parent, summary)  # before ``out`` (maybe the start) changes
     config = Sapiens2Config(**{k: v for k, v in data["sapiens2_ft"]["model_config"].items()
                                if k not in ("head_config", "id2label", "label2id", "architectures",
                                            "heatmap_output")})  # the heads' settings stay with the heads
@@ -53,7 +92,7 @@ def save_backbone(checkpoint: Path, out: Path, summary: dict) -> None:
         save_file(heads, out / HEADS_FILE)
     (out / "PRETRAINING.json").write_text(json.dumps({
         "recipe": "configs/pretrain_demo_backbone.yaml (tools/pretrain_demo_backbone.py)",
-        "steps": int(data.get("global_step", 0)), **summary}, indent=2))
+        "steps": int(data.get("global_step", 0)), **summary, **record}, indent=2))
 
 
 def last_validation(run_dir: Path) -> dict | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -46,7 +47,24 @@ def test_pretraining_run_keeps_one_backbone_and_resumes(dense_root, tmp_path):
     # The kept backbone, with its heads beside it: continued pretraining from it starts with the trained heads.
     tool = load_tool("pretrain_demo_backbone")
     data = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
-    tool.save_backbone(run_dir / "checkpoints" / "last.ckpt", tmp_path / "kept", {})
+    tool.save_backbone(run_dir / "checkpoints" / "last.ckpt", tmp_path / "kept", {"fit_wall_time_s": 12.5})
+    # The compute behind it: the runs of the backbone it started from, then this one, added up.
+    start = data["hyper_parameters"]["pretrained"]
+    before = json.loads((Path(start) / "PRETRAINING.json").read_text())
+    kept = json.loads((tmp_path / "kept" / "PRETRAINING.json").read_text())
+    assert kept["runs"][:-1] == before["runs"] and kept["runs"][-1]["steps"] == 3
+    assert kept["runs"][-1]["started_from"] == start and kept["runs"][-1]["lr"] == data["hyper_parameters"]["optim"]["lr"]
+    assert kept["total_steps"] == before["total_steps"] + 3 == sum(r["steps"] for r in kept["runs"])
+    assert kept["total_samples"] == kept["total_steps"] * 2  # the run's batch size
+    assert kept["total_fit_wall_time_s"] == pytest.approx(before["total_fit_wall_time_s"] + 12.5)
+    # Saved again (a checkpoint kept mid-run, then the run's end), from a start that holds this run: counted once.
+    (tmp_path / "kept2").mkdir()
+    again = dict(data, hyper_parameters={**data["hyper_parameters"], "pretrained": str(tmp_path / "kept")})
+    torch.save(again, run_dir / "checkpoints" / "again.ckpt")
+    tool.save_backbone(run_dir / "checkpoints" / "again.ckpt", tmp_path / "kept2", {"fit_wall_time_s": 20.0})
+    twice = json.loads((tmp_path / "kept2" / "PRETRAINING.json").read_text())
+    assert len(twice["runs"]) == len(kept["runs"]) and twice["total_steps"] == kept["total_steps"]
+    assert twice["total_fit_wall_time_s"] == pytest.approx(before["total_fit_wall_time_s"] + 20.0)
     continued = MultiTaskModule(pretrained=str(tmp_path / "kept"))
     continued.configure_model()
     state = continued.state_dict()
