@@ -19,9 +19,10 @@ from datamodules.images import read_image
 from datamodules.loaders import FilteredSample, is_padding, replace_bad_samples, sample_rng
 
 
-def load_sample(sample: DenseSample, task: str, num_classes: int) -> dict:
-    """Read and check the image and the ``task`` targets of one sample (numpy dict, see ``dense.geometry``)."""
-    image = read_image(str(sample.image))
+def load_sample(sample: DenseSample, task: str, num_classes: int, image: np.ndarray | None = None) -> dict:
+    """Read and check the image and the ``task`` targets of one sample (numpy dict, see ``dense.geometry``);
+    ``image``: the sample's image already read (several tasks' targets of one image)."""
+    image = read_image(str(sample.image)) if image is None else image
     return {"image": image, **target_spec(task).load(sample.files, image.shape[:2], num_classes)}
 
 

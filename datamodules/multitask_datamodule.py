@@ -26,6 +26,7 @@ from datamodules.dense.files import DenseSample, list_samples
 from datamodules.dense.transforms import DenseTransform
 from datamodules.errors import DataError
 from datamodules.hparams import as_dataclass
+from datamodules.images import read_image
 from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.loaders import is_padding, replace_bad_samples, sample_rng
 from datamodules.pose_dataset import TopdownPoseDataset
@@ -54,9 +55,9 @@ class MultiTaskDataset(Dataset):
 
     def item(self, index: int, rng) -> dict:
         name = self.names[index]
-        data = {}
-        for task in PRETRAINING_DENSE_TASKS:
-            data.update(load_sample(self.dense[task][name], task, 29))
+        data = {"image": read_image(str(self.dense[PRETRAINING_DENSE_TASKS[0]][name].image))}
+        for task in PRETRAINING_DENSE_TASKS:  # the image decoded once for the four tasks' targets
+            data.update(load_sample(self.dense[task][name], task, 29, image=data["image"]))
         data = self.transform(data, rng)
         item = {"name": name, "pose": self.pose.item(index, rng)}
         for task in PRETRAINING_DENSE_TASKS:
