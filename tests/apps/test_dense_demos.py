@@ -33,7 +33,9 @@ MIN_LOSS_DROP = 0.85  # last logged train losses below this fraction of the firs
 # train loss x0.25, x0.38, x0.26. Pointmaps get the loss check only: in these CPU minutes the model does not
 # reach the per-pixel mean pointmap of the val split (its predicted scale, hence metric Z, is far off; the full
 # demo: L2 0.90 m against 0.79 m). The 9100-step backbone shipped on 2026-12-04, seed 0: seg 0.056 (x0.74), normal
-# 37.1 deg (x0.05), matting SAD 6.71 (x0.32), pointmap x0.28 (its spread over seeds not measured).
+# 37.1 deg (x0.05), matting SAD 6.71 (x0.32), pointmap x0.28; the 11,500-step one of 2026-12-07, seed 0: seg 0.059
+# (x0.74), normal 37.3 deg (x0.06), matting SAD 6.66 (x0.31), pointmap x0.30 (on either, the spread over seeds not
+# measured).
 STEPS = {"seg": 40, "normal": 60, "matting": 60, "pointmap": 15}
 WARMUP = 5  # the recipes' warm-up (20 of 200 steps) scaled to the shortened runs
 
