@@ -24,9 +24,8 @@ import platform
 import time
 from pathlib import Path
 
-import yaml
-
 import torch
+import yaml
 from safetensors.torch import save_file
 from transformers import Sapiens2Config, Sapiens2Model
 
@@ -38,7 +37,7 @@ HEADS_PREFIX = "model.tasks."
 
 
 def cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), with ``amx``/``avx512_bf16`` when it has them: the runs' speeds differ."""
+    """The CPU's model name (``/proc/cpuinfo``) and its native bf16 flags, if any: the runs' speeds differ."""
     try:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
