@@ -25,12 +25,13 @@ from datamodules.dense_datamodule import DenseDataModule  # noqa: E402  (the pat
 from sapiens2_ft.tasks.pointmap.module import to_metric  # noqa: E402
 
 
-def focal_blind_floor(ranges: list[torch.Tensor], focals: torch.Tensor, steps: int = 400) -> tuple[float, float]:
+def focal_blind_floor(ranges: list[torch.Tensor], focals: torch.Tensor) -> tuple[float, float]:
     """(L2 in m, focal in px): the pixel-pooled mean of |P| |g / f - 1| at its best constant focal g, from each
-    image's per-pixel distances ``ranges`` (|P| in m) and true focal ``focals``."""
-    sums = torch.stack([r.sum() for r in ranges]).double()  # the error is linear in |P| within an image
+    image's per-pixel distances ``ranges`` (|P| in m) and true focal ``focals``. The sum is piecewise linear in g
+    with its kinks at the true focals (a weighted median), so the best g is one of them."""
+    sums = torch.stack([r.double().sum() for r in ranges])  # the error is linear in |P| within an image
     count = sum(len(r) for r in ranges)
-    guesses = torch.linspace(float(focals.min()), float(focals.max()), steps, dtype=torch.float64)
+    guesses = focals.double().unique()
     errors = ((guesses[:, None] / focals.double()[None] - 1).abs() * sums[None]).sum(1) / count
     best = int(errors.argmin())
     return float(errors[best]), float(guesses[best])
