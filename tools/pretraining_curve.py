@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,11 +32,16 @@ def read_rows(path: Path = CSV) -> list[dict]:
 
 
 def validations(run_dir: Path) -> list[dict]:
-    """``val/*`` rows of a run's ``metrics.csv`` as (step, metrics) dicts in this file's columns."""
+    """``val/*`` rows of a run's ``metrics.csv`` as (step, metrics) dicts in this file's columns. Lightning logs a
+    validation within the epoch at the step before; the one after the last step (a budget that is not a multiple
+    of ``val_check_interval``) at the step count itself, which the run's ``summary.json`` caps."""
+    summary = run_dir / "summary.json"
+    last = json.loads(summary.read_text()).get("global_step") if summary.exists() else None
     rows = []
     for row in csv.DictReader((run_dir / "metrics.csv").open()):
         if row.get("val/loss"):
-            rows.append({"run_steps": int(row["step"]) + 1,  # Lightning logs validation at the step before
+            steps = int(row["step"]) + 1
+            rows.append({"run_steps": min(steps, last) if last else steps,
                          **{c: row.get(f"val/{c}", "") for c in COLUMNS[5:]}})
     return rows
 
