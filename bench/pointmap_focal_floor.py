@@ -1,6 +1,6 @@
 """The lowest pointmap L2 a prediction blind to the camera's focal length can score: the true canonical pointmap
-of each val image brought to metres with one focal for all (the best of a sweep), as a model that infers nothing
-about the focal would. The synthetic renders draw the focal at random (0.9-1.7 x the image's longer side) and place
+of each val image brought to metres with one focal for all (the best one), as a model that infers nothing about
+the focal would. The synthetic renders draw the focal at random (0.9-1.7 x the image's longer side) and place
 each person at a distance proportional to it, so that the person's size in the image does not reveal it.
 
     python bench/pointmap_focal_floor.py                       # the demo's val split (data/synthetic)
