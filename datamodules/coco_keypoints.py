@@ -12,12 +12,14 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
+from lightning.pytorch.utilities import rank_zero_info
 from pycocotools.coco import COCO
 
 from datamodules.errors import DataError
-from datamodules.keypoints.metainfo import KeypointMetainfo
+from datamodules.keypoints.metainfo import KeypointMetainfo, normalise_name
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,72 @@ def load_coco(ann_file: Path) -> COCO:
             return COCO(str(ann_file))
     except (json.JSONDecodeError, KeyError, TypeError) as err:
         raise DataError(f"{ann_file}: not a COCO annotation file ({type(err).__name__}: {err})") from err
+
+
+class KeypointOrder:
+    """How a json's categories order their keypoints against a keypoint set, matched by name (``normalise_name``).
+
+    ``columns[category_id]``: the json column of each of the set's keypoints, None where the json lists the set's
+    names in the set's order (or lists no names: read in the set's order). A category whose names are the set's
+    in another order is remapped (``remapped`` names it); names that differ raise a :class:`DataError` with both
+    lists."""
+
+    def __init__(self, categories, names: Sequence[str], set_name: str, ann_file):
+        self.columns: dict = {}
+        self.remapped: list = []
+        self.unnamed: list = []
+        self.names, self.set_name = list(names), set_name
+        wanted = [normalise_name(n) for n in names]
+        for category in categories if isinstance(categories, list) else []:
+            if not isinstance(category, dict):
+                continue
+            listed = category.get("keypoints")
+            if not isinstance(listed, list) or not listed:
+                self.unnamed.append(category.get("id"))
+                continue
+            given = [normalise_name(n) for n in listed]
+            if given == wanted:
+                continue
+            if sorted(given) != sorted(wanted) or len(set(given)) != len(given):
+                raise DataError(name_mismatch(ann_file, category.get("id"), listed, self.names, set_name))
+            self.columns[category.get("id")] = np.asarray([given.index(n) for n in wanted])
+            self.remapped.append(category.get("id"))
+
+    def apply(self, data: dict) -> None:
+        """Rewrite a loaded COCO dict in place into the set's order: remapped categories' names and their
+        annotations' keypoint triplets (what a ground truth scored by set order needs)."""
+        for category in data.get("categories", []):
+            if isinstance(category, dict) and category.get("id") in self.columns:
+                category["keypoints"] = list(self.names)
+                category["skeleton"] = []
+        for ann in data.get("annotations", []):
+            columns = self.columns.get(ann.get("category_id")) if isinstance(ann, dict) else None
+            if columns is not None and isinstance(ann.get("keypoints"), list) and len(ann["keypoints"]) == 3 * len(
+                    columns):
+                ann["keypoints"] = np.asarray(ann["keypoints"], dtype=np.float64).reshape(-1, 3)[columns].ravel().tolist()
+
+    def message(self, ann_file) -> str | None:
+        """The line a run prints once when a category was remapped (None: nothing remapped)."""
+        if not self.remapped:
+            return None
+        return (f"{ann_file}: category {', '.join(map(str, self.remapped))} lists the keypoints of set "
+                f"'{self.set_name}' in another order: remapped by name")
+
+
+def name_mismatch(ann_file, category_id, names: list, set_names: Sequence[str], set_name: str) -> str:
+    """The error for a category whose keypoint names are not the set's: both lists, and what differs."""
+    wanted = {normalise_name(n): n for n in set_names}
+    given = {normalise_name(n): n for n in names}
+    extra = [given[n] for n in given if n not in wanted]
+    missing = [wanted[n] for n in wanted if n not in given]
+    repeated = sorted({str(n) for n in names if [normalise_name(m) for m in names].count(normalise_name(n)) > 1})
+    why = [f"names the set lacks: {extra}"] if extra else []
+    why += [f"names of the set it lacks: {missing}"] if missing else []
+    why += [f"repeated names: {repeated}"] if repeated else []
+    return (f"{ann_file}: category {category_id}: its keypoint names are not those of the keypoint set "
+            f"'{set_name}' ({'; '.join(why)}).\n  json ({len(names)}): {list(names)}\n  set  "
+            f"({len(set_names)}): {list(set_names)}\nGive data.keypoints the set the json "
+            f"is labelled with (a built-in name or a YAML file, docs/pose.md#keypoint-sets), or fix its names")
 
 
 def _check_image(coco: COCO, image_id: int, images_dir: Path, ann_file: Path, what: str) -> Path:
@@ -80,6 +148,9 @@ def load_instances(
     ``exclude_ids``: annotation ids the data check found unusable, skipped as bad records.
     """
     coco = load_coco(ann_file)
+    order = KeypointOrder(coco.dataset.get("categories"), metainfo.keypoint_names, metainfo.name, ann_file)
+    if order.remapped:
+        rank_zero_info(order.message(ann_file))
     skipped: Counter = Counter()
     instances: list[PoseInstance] = []
     num_k = metainfo.num_keypoints
@@ -104,6 +175,8 @@ def load_instances(
             if not isinstance(bbox, list) or len(bbox) != 4 or bbox[2] <= 0 or bbox[3] <= 0:
                 raise DataError(f"{ann_file}: {what}: field 'bbox' must be [x, y, w, h] with w, h > 0, got {bbox}")
             kpts = np.asarray(raw, dtype=np.float32).reshape(num_k, 3)
+            if ann.get("category_id") in order.columns:
+                kpts = kpts[order.columns[ann["category_id"]]]
             if (kpts[:, 2] > 0).sum() < min_keypoints:
                 skipped["too few keypoints"] += 1
                 continue

@@ -13,14 +13,17 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from lightning.pytorch.utilities import rank_zero_warn
 from tqdm import tqdm
 
+from datamodules.coco_keypoints import KeypointOrder, clip_box
 from datamodules.dense.files import list_images
 from datamodules.dense.targets import target_spec
 from datamodules.errors import DataError
 from datamodules.images import read_image
 from datamodules.keypoints.metainfo import KeypointMetainfo
+from datamodules.transforms.affine import fix_aspect
 
 BBOX_TOLERANCE = 1.0  # pixels a box may reach beyond the image border
 
@@ -169,8 +172,9 @@ def _check_annotation(ann: dict, index: int, ann_file: Path, images: dict, categ
 
 
 def check_coco(ann_file: Path, images_dir: Path, metainfo: KeypointMetainfo, report: DataReport,
-               split: str, decode: bool = True) -> None:
-    """Schema, ids, keypoint counts, visibility and boxes of a COCO keypoints json; its image files."""
+               split: str, decode: bool = True, crop: tuple[float, float] | None = None) -> None:
+    """Schema, ids, keypoint names (matched to the set by name), counts, visibility and boxes of a COCO keypoints
+    json; its image files; with ``crop`` = (box padding, input W/H), the labelled keypoints outside their crop."""
     try:
         data = json.loads(Path(ann_file).read_text())
     except FileNotFoundError:
@@ -191,19 +195,75 @@ def check_coco(ann_file: Path, images_dir: Path, metainfo: KeypointMetainfo, rep
             report.add(ann_file, f"categories[{k}]", "category", f"an object with 'id', got {category!r}")
             continue
         categories.add(category.get("id"))
-        names = category.get("keypoints")
-        if isinstance(names, list) and len(names) != metainfo.num_keypoints:
-            report.add(ann_file, f"category {category.get('id')}", "keypoints",
-                       f"{len(names)} keypoint names, the keypoint set '{metainfo.name}' has {metainfo.num_keypoints}")
+    order = _keypoint_order(data["categories"], ann_file, metainfo, report)
     images = _check_images(data, ann_file, images_dir, report, split, decode)
     seen: set = set()
+    outside = CropCoverage(metainfo, crop) if crop is not None else None
     for index, ann in enumerate(data["annotations"]):
         if not isinstance(ann, dict):
             report.add(ann_file, f"annotations[{index}]", "-", "an object")
             continue
         if not _check_annotation(ann, index, ann_file, images, categories, seen, metainfo, report):
             report.bad_annotations.setdefault(str(ann_file), set()).add(ann.get("id"))
+        elif outside is not None and order is not None and not ann.get("iscrowd", 0):
+            outside.add(ann, images[ann["image_id"]], order.columns.get(ann.get("category_id")))
         report.count(split, "annotations")
+    if outside is not None:
+        outside.report(ann_file, report)
+
+
+def _keypoint_order(categories: list, ann_file: Path, metainfo: KeypointMetainfo,
+                    report: DataReport) -> KeypointOrder | None:
+    """The categories' keypoint names against the set (``KeypointOrder``): names that differ are a fatal problem
+    naming both lists, another order a warning (training remaps it by name); None when they differ."""
+    try:
+        order = KeypointOrder(categories, metainfo.keypoint_names, metainfo.name, ann_file)
+    except DataError as err:
+        report.add(ann_file, "categories", "keypoints", str(err).split(": ", 1)[-1])
+        return None
+    if order.remapped:
+        report.add(ann_file, f"category {', '.join(map(str, order.remapped))}", "keypoints",
+                   f"the names of set '{metainfo.name}' in another order; remapped by name when training", fatal=False)
+    return order
+
+
+class CropCoverage:
+    """Labelled keypoints outside their person's crop (the box clipped to the image, x ``box_padding``, widened to
+    the input's W/H): training gives them weight 0. Reports how many, and the ``data.box_padding`` that keeps all."""
+
+    def __init__(self, metainfo: KeypointMetainfo, crop: tuple[float, float]):
+        self.metainfo, (self.padding, self.aspect) = metainfo, crop
+        self.labelled = self.outside = 0
+        self.needed = 0.0  # the padding that keeps every labelled keypoint
+        self.example: str | None = None
+
+    def add(self, ann: dict, image: dict, columns) -> None:
+        box = clip_box(ann["bbox"], image)
+        if box is None:
+            return
+        points = np.asarray(ann["keypoints"], dtype=np.float64).reshape(-1, 3)
+        points = points if columns is None else points[columns]
+        labelled = points[:, 2] > 0
+        if not labelled.any():
+            return
+        x, y, w, h = box
+        half = fix_aspect(np.array([w, h]), self.aspect) / 2
+        reach = np.abs(points[labelled, :2] - [x + w / 2, y + h / 2]) / half  # padding each keypoint needs
+        need = reach.max(1)
+        self.labelled += int(labelled.sum())
+        self.outside += int((need > self.padding).sum())
+        self.needed = max(self.needed, float(need.max()))
+        if self.example is None and (need > self.padding).any():
+            k = np.flatnonzero(labelled)[int(np.argmax(need))]
+            self.example = f"annotation {ann.get('id')}: '{self.metainfo.keypoint_names[k]}'"
+
+    def report(self, ann_file: Path, report: DataReport) -> None:
+        if self.outside:
+            keep = math.ceil(self.needed * 20) / 20
+            report.add(ann_file, self.example, "keypoints",
+                       f"{self.outside} of {self.labelled} labelled keypoints lie outside their person's crop (box x "
+                       f"data.box_padding {self.padding:g}, widened to W/H {self.aspect:.3g}) and train with weight 0; "
+                       f"data.box_padding {keep:g} keeps them all", fatal=False)
 
 
 def check_dense(root: Path, split: str, task: str, num_classes: int, report: DataReport, decode: bool = True) -> None:

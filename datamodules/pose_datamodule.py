@@ -115,9 +115,10 @@ class PoseDataModule(SampleDataModule):
     def check(self, decode: bool = True) -> DataReport:
         """Every problem of the train and val annotations (and, with ``decode``, of every image file)."""
         hp, report = self.hparams, DataReport()
+        crop = (hp.box_padding, hp.input_size[1] / hp.input_size[0])
         for split, ann, images, keypoints in self.train_sources():
-            check_coco(ann, images, load_metainfo(keypoints), report, split, decode)
-        check_coco(self.val_annotation_file, self.root / hp.val_images, self.metainfo, report, "val", decode)
+            check_coco(ann, images, load_metainfo(keypoints), report, split, decode, crop)
+        check_coco(self.val_annotation_file, self.root / hp.val_images, self.metainfo, report, "val", decode, crop)
         return report
 
     def _train_set(self, split: str, ann: Path, images: Path, keypoints: str, bad: set) -> TopdownPoseDataset:

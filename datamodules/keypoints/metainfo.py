@@ -79,6 +79,12 @@ class KeypointMetainfo:
         return data
 
 
+def normalise_name(name: str) -> str:
+    """A keypoint or class name compared across tools: case, spaces, ``-`` and ``.`` ignored (``Left Eye`` and
+    ``left-eye`` are ``left_eye``)."""
+    return re.sub(r"[\s\-.]+", "_", str(name).strip()).lower()
+
+
 def _mirror_name(name: str) -> str | None:
     """``left_eye`` -> ``right_eye``: swaps a whole ``left``/``right`` word (any case) between ``_``."""
     words = name.split("_")
