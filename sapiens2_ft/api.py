@@ -115,6 +115,7 @@ class Predictor:
 
     def __init__(self, module, task: str, bf16: bool = False):
         self.module, self.task, self.bf16 = module, task, bf16
+        self._detector = None
         self.labels = list(getattr(module, "labels", None) or [])
 
     @property
@@ -127,8 +128,9 @@ class Predictor:
                 focal: float | None = None) -> list[dict]:
         """Results for ``images``: a path (image or folder), an RGB uint8 array (H, W, 3), or a list of either.
 
-        ``boxes`` (pose): None (each image is one person), one ``[x, y, w, h(, score)]`` array per image, or a
-        callable mapping a list of images to such arrays, e.g. ``sapiens2_ft.models.detector.PersonDetector()``.
+        ``boxes`` (pose): None (the people the default person detector finds, ``models.detector.PersonDetector()``,
+        loaded once), ``"whole_image"`` (each image is one person), one ``[x, y, w, h(, score)]`` array per image,
+        or a callable mapping a list of images to such arrays (e.g. a ``PersonDetector`` of your choice).
         ``focal`` (pointmap): the camera's fx in the images' pixels; metric points by it, not the predicted focal.
         """
         import torch
@@ -141,7 +143,9 @@ class Predictor:
             raise ValueError(f"boxes are for pose models; this one is {self.task}")
         if focal is not None and self.is_pose:
             raise ValueError("focal is for pointmap models; this one is pose")
-        if boxes is not None and not callable(boxes) and len(boxes) != len(arrays):
+        if self.is_pose and boxes is None:
+            boxes = self.detector()
+        if boxes is not None and not callable(boxes) and not isinstance(boxes, str) and len(boxes) != len(arrays):
             raise ValueError(f"boxes: {len(boxes)} entries for {len(arrays)} images (one array per image)")
         device_type = torch.device(self.module.device).type
         results: list[dict] = []
@@ -158,6 +162,19 @@ class Predictor:
                                     "files": dense_files(self.module, image, maps, None)})
         return results
 
+    def detector(self):
+        """The default person detector on this model's device, loaded at the first use."""
+        if self._detector is None:
+            from sapiens2_ft.models.detector import DEFAULT_DETECTOR, DetectorError, PersonDetector
+
+            try:
+                self._detector = PersonDetector(device=str(self.module.device))
+            except DetectorError as err:
+                raise CommandError(f"predict: {err}\nPose needs the people's boxes: boxes=PersonDetector(DIR) (a local "
+                                   f"copy of {DEFAULT_DETECTOR} or another detector), one box array per image, or "
+                                   f"boxes='whole_image' (each image is one person)") from None
+        return self._detector
+
     def __repr__(self) -> str:
         return f"Predictor(task={self.task!r}, labels={len(self.labels)}, device={self.module.device})"
 
@@ -166,8 +183,10 @@ def person_boxes(boxes: Boxes, images: list[np.ndarray], start: int) -> list[np.
     """(N, 5) ``[x, y, w, h, score]`` per image of a chunk starting at image ``start``."""
     from sapiens2_ft.predict.boxes import whole_image
 
-    if boxes is None:
+    if boxes == "whole_image":
         return whole_image([], images)
+    if isinstance(boxes, str):
+        raise ValueError(f"boxes: {boxes!r} is not a box source ('whole_image', arrays or a callable)")
     found = boxes(images) if callable(boxes) else boxes[start:start + len(images)]
     out = []
     for k, b in enumerate(found):

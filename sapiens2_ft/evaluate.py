@@ -57,14 +57,6 @@ def sets(argv: list[str], key: str) -> bool:
     return any(a == key or a.startswith(key + "=") for a in argv)
 
 
-def differences(model_labels: list[str], data_labels: list[str]) -> str:
-    missing = [n for n in data_labels if n not in model_labels]
-    extra = [n for n in model_labels if n not in data_labels]
-    if not missing and not extra:
-        return "the same names in another order"
-    return f"the data has {missing[:8]} that the model lacks, the model {extra[:8]} that the data lacks"
-
-
 def evaluation_module(recipe_module, model: str):
     """The recipe's task module with ``model``'s weights: a checkpoint's own settings and all its weights
     (``init_from``), or the recipe's settings around an exported / hub model (``pretrained``)."""
@@ -86,12 +78,14 @@ def evaluation_module(recipe_module, model: str):
     if task != recipe_module.task:
         raise SystemExit(f"--model: {model} holds a {architecture} ({task or 'no task'} model); the config trains "
                          f"{recipe_module.task}")
-    labels = [config.id2label[i] for i in range(config.num_labels)]
-    if labels != list(recipe_module.labels):
-        raise SystemExit(f"--model: {model} predicts {len(labels)} labels, the config's data has "
-                         f"{len(recipe_module.labels)}: {differences(labels, list(recipe_module.labels))}. Evaluate "
-                         f"with the model's label set (--data.keypoints / --data.class_names)")
-    kwargs.update(pretrained=str(directory), init_from=None, **module_class.options_from_config(config))
+    label_arg = recipe_module.spec.label_arg  # the recipe's labels, each the model's row of the same name
+    labels = (kwargs.get(label_arg) or list(recipe_module.labels)) if label_arg else None
+    try:
+        options = module_class.options_from_model(directory, config, labels)
+    except ValueError as err:
+        raise SystemExit(f"--model: {err}. Evaluate with the model's label set (--data.keypoints / "
+                         f"--data.class_names)") from None
+    kwargs.update(pretrained=str(directory), init_from=None, pretraining_head=False, **options)
     return module_class(**kwargs), None
 
 

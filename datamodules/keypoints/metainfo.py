@@ -28,6 +28,7 @@ from pathlib import Path
 import yaml
 
 BUILTIN_DIR = Path(__file__).parent
+SET_FILE = "keypoints.yaml"  # the name a keypoint set travels under beside an exported pose model
 
 
 class MetainfoError(ValueError):
@@ -200,3 +201,10 @@ def load_metainfo(spec: str) -> KeypointMetainfo:
         except yaml.YAMLError as err:
             raise MetainfoError(f"{path}: not valid YAML: {err}") from err
     return parse_metainfo(data, str(path))
+
+
+def builtin_set_with(names) -> str | None:
+    """The built-in set whose keypoints are ``names`` in this order (a released model's rows), if any."""
+    names = list(names or [])
+    return next((p.stem for p in sorted(BUILTIN_DIR.glob("*.yaml"))
+                 if list(load_metainfo(p.stem).keypoint_names) == names), None)

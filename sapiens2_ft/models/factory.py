@@ -100,8 +100,9 @@ def _is_named(labels: Sequence[str]) -> bool:
     return not all(re.fullmatch(r"LABEL_\d+", name) for name in labels)
 
 
-def _source_rows(config: Sapiens2Config, released_labels: Sequence[str] = ()) -> dict[str, int]:
-    """Label name -> output row of a checkpoint's head (unnamed rows: ``released_labels`` when their count fits)."""
+def label_rows(config: Sapiens2Config, released_labels: Sequence[str] = ()) -> dict[str, int]:
+    """Label name -> output row of a checkpoint's head (unnamed rows: ``released_labels`` when their count fits;
+    {} when the rows have no names)."""
     names = [config.id2label[i] for i in range(config.num_labels)] if config.id2label else []
     if names and _is_named(names):
         return {name: i for i, name in enumerate(names)}
@@ -119,7 +120,7 @@ def _new_predictor(old: nn.Conv2d, num_labels: int) -> nn.Conv2d:
 
 def _transfer_rows(model, labels: Sequence[str], released_labels: Sequence[str], report: LoadReport) -> None:
     """Replace the head's last layer with one row per label, copying rows by name."""
-    rows = _source_rows(model.config, released_labels)
+    rows = label_rows(model.config, released_labels)
     old = model.decode_head.predictor
     new = _new_predictor(old, len(labels))
     with torch.no_grad():

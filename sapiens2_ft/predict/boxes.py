@@ -19,6 +19,10 @@ from sapiens2_ft.tasks.base import finds_people
 from sapiens2_ft.tasks.seg.boxes import boxes_from_foreground
 
 
+BOX_CHOICES = ("Pose needs the people's boxes; the other sources: --boxes FILE (a COCO json or a list of detections), "
+               "--boxes_from_seg SEG_MODEL (a Sapiens2 seg model), --whole_image (each image is one person)")
+
+
 class BoxSource(Protocol):
     def __call__(self, keys: list[str], images: list[np.ndarray]) -> list[np.ndarray]:
         """One (N, 5) float64 array of person boxes per image."""
@@ -160,7 +164,7 @@ def box_source(args, out: Path, loaded: dict | None = None):
         try:
             return DetectorBoxes(PersonDetector(args.detector, args.det_threshold, args.nms_iou, args.device))
         except DetectorError as err:
-            raise SystemExit(f"--detector: {err}") from None
+            raise SystemExit(f"--detector {args.detector}: {err}\n{BOX_CHOICES}") from None
     if args.boxes_from_seg:
         if args.boxes_from_seg in (loaded or {}):
             module, task = loaded[args.boxes_from_seg]

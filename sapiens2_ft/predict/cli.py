@@ -5,8 +5,9 @@ to ``OUT/model`` first). The task comes from the model's config.
 
 - pose: one top-down crop per person, flip test, DARK-UDP decode. The people come from ``--boxes`` (a COCO json
   with ``images`` and ``annotations``, or a list of ``{"file_name", "bbox": [x, y, w, h], "score"}``), from
-  ``--detector`` (a transformers object-detection model: hub id or directory), from ``--boxes_from_seg`` (a
-  Sapiens2 seg model: one box per connected region of its foreground), else the whole image is one person.
+  ``--detector`` (a transformers object-detection model: hub id or directory; the default, with the RT-DETR of
+  ``models.detector.DEFAULT_DETECTOR``), from ``--boxes_from_seg`` (a Sapiens2 seg model: one box per connected
+  region of its foreground), or with ``--whole_image`` each image is one person (images already cropped).
   Writes ``OUT/keypoints.json`` (COCO keypoint results), ``OUT/images.json`` (the COCO images and person
   category they refer to, so ``COCO("images.json").loadRes("keypoints.json")`` works) and ``OUT/overlays/NAME.jpg``.
 - dense tasks: the whole image resized to the model's input size as in validation (stretched for seg,
@@ -34,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from sapiens2_ft.models.detector import DEFAULT_DETECTOR
 from sapiens2_ft.predict.boxes import FileBoxes, add_box_arguments, box_source, read_boxes, whole_image
 from sapiens2_ft.predict.dense import uses_focal
 from sapiens2_ft.predict.inputs import list_images
@@ -57,6 +59,9 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--out", required=True, help="output folder (created)")
     parser.add_argument("--boxes", default=None, help="pose: person boxes (COCO json or list of detections)")
     add_box_arguments(parser)
+    parser.add_argument("--whole_image", action="store_true",
+                        help=f"pose: each image is one person (images already cropped to a person); without this or "
+                             f"another box source, people are found by the person detector ({DEFAULT_DETECTOR})")
     parser.add_argument("--keypoints", default=None, help="pose: keypoint set when the model dir has none")
     parser.add_argument("--mask_model", default=None,
                         help="normal / pointmap: a seg or matting model (same forms as --model) whose people mask the "
@@ -100,13 +105,15 @@ def main(argv: list[str] | None = None) -> Path:
     if args.focal is not None and all(m.focal is None for m in models):
         raise SystemExit(f"--focal is for pointmap models; {', '.join(m.task for m in models)} do not take a focal")
     pose = [m for m in models if m.is_pose]
-    if (args.boxes or args.detector or args.boxes_from_seg) and not pose:
-        raise SystemExit(f"--boxes, --detector and --boxes_from_seg are for pose models; {args.model[0]} is "
-                         f"{models[0].task}")
-    if args.boxes and (args.detector or args.boxes_from_seg):
-        raise SystemExit("give one of --boxes, --detector and --boxes_from_seg")
+    given = [f"--{name}" for name in ("boxes", "detector", "boxes_from_seg", "whole_image") if getattr(args, name)]
+    if given and not pose:
+        raise SystemExit(f"{', '.join(given)}: person boxes are for pose models; {args.model[0]} is {models[0].task}")
+    if len(given) > 1:
+        raise SystemExit(f"{' and '.join(given)}: give one of --boxes, --detector, --boxes_from_seg and --whole_image")
     ids, boxes = read_boxes(Path(args.boxes) if args.boxes else None, list(images))
-    source = FileBoxes(boxes) if args.boxes else box_source(args, out, loaded) or whole_image
+    if pose and not given:
+        args.detector = DEFAULT_DETECTOR
+    source = FileBoxes(boxes) if args.boxes else whole_image if args.whole_image else box_source(args, out, loaded)
     mask_model = None
     if args.mask_model:
         mask_module, mask_task = load_module(args.mask_model, out / "mask_model", device=args.device,

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import yaml
 
+from datamodules.keypoints.metainfo import SET_FILE
 from sapiens2_ft.models.checkpoints import load_model
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
 from sapiens2_ft.tasks.registry import TASK_KEY, model_class, task_spec
 
 PREPROCESSOR_FILE = "preprocessor_config.json"
-KEYPOINTS_FILE = "keypoints.yaml"
 
 
 def preprocessor_config(task: str, image_size, heatmap_sigma: float | None = None) -> dict:
@@ -71,7 +71,7 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, push_to_hub: str 
         sigma = info.hyper_parameters.get("sigma")
         json.dump(preprocessor_config(info.task, model.config.image_size, sigma), f, indent=2)
     if info.keypoints is not None:
-        with open(out / KEYPOINTS_FILE, "w") as f:
+        with open(out / SET_FILE, "w") as f:
             yaml.safe_dump(info.keypoints, f, sort_keys=False)
     if push_to_hub:
         push_directory(out, push_to_hub)

@@ -15,7 +15,7 @@ from typing import Literal, Sequence
 import numpy as np
 import torch
 
-from datamodules.keypoints.metainfo import MetainfoError, load_metainfo
+from datamodules.keypoints.metainfo import SET_FILE, MetainfoError, builtin_set_with, load_metainfo
 from sapiens2_ft.tasks.base import TaskModule
 from sapiens2_ft.tasks.pose.codec import (
     decode_heatmaps,
@@ -85,9 +85,23 @@ class PoseModule(TaskModule):
         return {"flip_pairs": self.metainfo.flip_pairs}
 
     @classmethod
-    def options_from_config(cls, config) -> dict:
-        """``loss: heatmap_ce`` for an exported model whose head outputs logits (``config.heatmap_output``)."""
-        return {"loss": "heatmap_ce"} if getattr(config, "heatmap_output", None) == LOGITS_OUTPUT else {}
+    def options_from_model(cls, directory: Path, config, labels: str | None = None) -> dict:
+        """The keypoint set: ``labels`` (a set name or YAML; its keypoints are the model's rows of the same names),
+        else the export's ``keypoints.yaml``, else the built-in set of the model's rows (a released 308-keypoint
+        model: ``sapiens2_308``); ``loss: heatmap_ce`` for a head that outputs logits (``config.heatmap_output``)."""
+        options = {"loss": "heatmap_ce"} if getattr(config, "heatmap_output", None) == LOGITS_OUTPUT else {}
+        if labels is None:
+            exported = Path(directory) / SET_FILE
+            labels = str(exported) if exported.is_file() else builtin_set_with(cls.row_names(directory, config))
+        if labels is None:
+            raise ValueError(f"{directory} has no {SET_FILE} and its {config.num_labels} keypoints are no built-in "
+                             f"set; give the keypoint set (a built-in name or a YAML file)")
+        try:
+            metainfo = load_metainfo(labels)
+        except MetainfoError as err:
+            raise ValueError(str(err)) from None
+        cls.check_rows(directory, config, list(metainfo.keypoint_names))
+        return {"keypoints": labels, **options}
 
     def build(self):
         model, report = super().build()
