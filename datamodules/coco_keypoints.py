@@ -46,15 +46,17 @@ def load_coco(ann_file: Path) -> COCO:
 class KeypointOrder:
     """How a json's categories order their keypoints against a keypoint set, matched by name (``normalise_name``).
 
-    ``columns[category_id]``: the json column of each of the set's keypoints, None where the json lists the set's
-    names in the set's order (or lists no names: read in the set's order). A category whose names are the set's
-    in another order is remapped (``remapped`` names it); names that differ raise a :class:`DataError` with both
-    lists."""
+    ``columns[category_id]``: the json column of each of the set's keypoints; absent where the json lists the set's
+    names in the set's order (or lists no names: read in the set's order). A category whose names hold the set's
+    in another order, or more names than the set's, is remapped (``remapped`` names it; ``unused``: its other
+    names); a set name the json lacks raises a :class:`DataError` with both lists."""
 
     def __init__(self, categories, names: Sequence[str], set_name: str, ann_file):
         self.columns: dict = {}
         self.remapped: list = []
         self.unnamed: list = []
+        self.unused: list = []  # the json's names beyond the set's, left out
+        self.counts: dict = {}  # category id -> its keypoint count, where remapped
         self.names, self.set_name = list(names), set_name
         wanted = [normalise_name(n) for n in names]
         for category in categories if isinstance(categories, list) else []:
@@ -67,10 +69,12 @@ class KeypointOrder:
             given = [normalise_name(n) for n in listed]
             if given == wanted:
                 continue
-            if sorted(given) != sorted(wanted) or len(set(given)) != len(given):
+            if not set(wanted) <= set(given) or len(set(given)) != len(given):
                 raise DataError(name_mismatch(ann_file, category.get("id"), listed, self.names, set_name))
             self.columns[category.get("id")] = np.asarray([given.index(n) for n in wanted])
+            self.counts[category.get("id")] = len(listed)
             self.remapped.append(category.get("id"))
+            self.unused += [n for n, key in zip(listed, given) if key not in wanted]
 
     def apply(self, data: dict) -> None:
         """Rewrite a loaded COCO dict in place into the set's order: remapped categories' names and their
@@ -85,12 +89,13 @@ class KeypointOrder:
                     columns):
                 ann["keypoints"] = np.asarray(ann["keypoints"], dtype=np.float64).reshape(-1, 3)[columns].ravel().tolist()
 
-    def message(self, ann_file) -> str | None:
-        """The line a run prints once when a category was remapped (None: nothing remapped)."""
+    def describe(self) -> str | None:
+        """What was remapped, in a line (None: nothing)."""
         if not self.remapped:
             return None
-        return (f"{ann_file}: category {', '.join(map(str, self.remapped))} lists the keypoints of set "
-                f"'{self.set_name}' in another order: remapped by name")
+        unused = f"; its other keypoints are not used: {self.unused}" if self.unused else ""
+        return (f"category {', '.join(map(str, self.remapped))} lists the keypoints of set '{self.set_name}' in "
+                f"another order{' among others' if self.unused else ''}: taken by name{unused}")
 
 
 def name_mismatch(ann_file, category_id, names: list, set_names: Sequence[str], set_name: str) -> str:
@@ -150,7 +155,7 @@ def load_instances(
     coco = load_coco(ann_file)
     order = KeypointOrder(coco.dataset.get("categories"), metainfo.keypoint_names, metainfo.name, ann_file)
     if order.remapped:
-        rank_zero_info(order.message(ann_file))
+        rank_zero_info(f"{ann_file}: {order.describe()}")
     skipped: Counter = Counter()
     instances: list[PoseInstance] = []
     num_k = metainfo.num_keypoints
@@ -165,16 +170,18 @@ def load_instances(
                 skipped["crowd"] += 1
                 continue
             raw = ann.get("keypoints")
-            if not isinstance(raw, list) or len(raw) != 3 * num_k:
+            listed = order.counts.get(ann.get("category_id"), num_k)
+            if not isinstance(raw, list) or len(raw) != 3 * listed:
                 count = len(raw) / 3 if isinstance(raw, list) else "no"
                 raise DataError(
-                    f"{ann_file}: {what}: field 'keypoints' holds {count} keypoints, "
-                    f"the keypoint set '{metainfo.name}' has {num_k} ({num_k * 3} numbers x,y,v)"
+                    f"{ann_file}: {what}: field 'keypoints' holds {count} keypoints, its category lists {listed} "
+                    f"({listed * 3} numbers x,y,v)" if listed != num_k else f"{ann_file}: {what}: field 'keypoints' "
+                    f"holds {count} keypoints, the keypoint set '{metainfo.name}' has {num_k} ({num_k * 3} numbers x,y,v)"
                 )
             bbox = ann.get("bbox")
             if not isinstance(bbox, list) or len(bbox) != 4 or bbox[2] <= 0 or bbox[3] <= 0:
                 raise DataError(f"{ann_file}: {what}: field 'bbox' must be [x, y, w, h] with w, h > 0, got {bbox}")
-            kpts = np.asarray(raw, dtype=np.float32).reshape(num_k, 3)
+            kpts = np.asarray(raw, dtype=np.float32).reshape(listed, 3)
             if ann.get("category_id") in order.columns:
                 kpts = kpts[order.columns[ann["category_id"]]]
             if (kpts[:, 2] > 0).sum() < min_keypoints:

@@ -121,7 +121,7 @@ def _check_images(data: dict, ann_file: Path, images_dir: Path, report: DataRepo
 
 
 def _check_annotation(ann: dict, index: int, ann_file: Path, images: dict, categories: set, seen: set,
-                      metainfo: KeypointMetainfo, report: DataReport) -> bool:
+                      metainfo: KeypointMetainfo, report: DataReport, order: KeypointOrder | None = None) -> bool:
     ann_id = ann.get("id")
     where = f"annotation {ann_id}" if ann_id is not None else f"annotations[{index}]"
     add = lambda field, expected, fatal=True: report.add(ann_file, where, field, expected, fatal)  # noqa: E731
@@ -155,11 +155,12 @@ def _check_annotation(ann: dict, index: int, ann_file: Path, images: dict, categ
     if ann.get("iscrowd", 0):
         return ok
     raw = ann.get("keypoints")
-    expected = 3 * metainfo.num_keypoints
+    listed = order.counts.get(ann.get("category_id")) if order is not None else None
+    expected = 3 * (listed or metainfo.num_keypoints)
     if not isinstance(raw, list) or len(raw) != expected:
         count = f"{len(raw)} numbers" if isinstance(raw, list) else "missing"
-        add("keypoints", f"{count}, expected {expected} ({metainfo.num_keypoints} keypoints of set "
-                         f"'{metainfo.name}' as x, y, v)")
+        add("keypoints", f"{count}, expected {expected} ({listed} keypoints of its category as x, y, v)" if listed
+            else f"{count}, expected {expected} ({metainfo.num_keypoints} keypoints of set '{metainfo.name}' as x, y, v)")
         return False
     if not all(_is_number(v) for v in raw):
         add("keypoints", "finite numbers only")
@@ -203,7 +204,7 @@ def check_coco(ann_file: Path, images_dir: Path, metainfo: KeypointMetainfo, rep
         if not isinstance(ann, dict):
             report.add(ann_file, f"annotations[{index}]", "-", "an object")
             continue
-        if not _check_annotation(ann, index, ann_file, images, categories, seen, metainfo, report):
+        if not _check_annotation(ann, index, ann_file, images, categories, seen, metainfo, report, order):
             report.bad_annotations.setdefault(str(ann_file), set()).add(ann.get("id"))
         elif outside is not None and order is not None and not ann.get("iscrowd", 0):
             outside.add(ann, images[ann["image_id"]], order.columns.get(ann.get("category_id")))
@@ -223,7 +224,7 @@ def _keypoint_order(categories: list, ann_file: Path, metainfo: KeypointMetainfo
         return None
     if order.remapped:
         report.add(ann_file, f"category {', '.join(map(str, order.remapped))}", "keypoints",
-                   f"the names of set '{metainfo.name}' in another order; remapped by name when training", fatal=False)
+                   f"{order.describe()} (when training and scoring)", fatal=False)
     return order
 
 

@@ -13,7 +13,7 @@ from conftest import COCO17, write_coco
 from datamodules.coco_keypoints import load_instances
 from datamodules.data_check import DataReport, check_coco
 from datamodules.errors import DataError
-from datamodules.keypoints.metainfo import load_metainfo
+from datamodules.keypoints.metainfo import MetainfoError, load_metainfo
 from sapiens2_ft.tasks.pose.metric import CocoKeypointAP
 
 PERMUTATION = np.random.default_rng(3).permutation(17)
@@ -42,11 +42,11 @@ def test_another_order_is_remapped_by_name(jsons, caplog):
     for a, b in zip(remapped, expected):
         np.testing.assert_array_equal(a.keypoints, b.keypoints)
         np.testing.assert_array_equal(a.visibility, b.visibility)
-    assert sum("another order: remapped by name" in r.getMessage() for r in caplog.records) == 1
+    assert sum("in another order: taken by name" in r.getMessage() for r in caplog.records) == 1
     report = DataReport()
     check_coco(shuffled, images, metainfo, report, "train")
     assert not report.fatal and len(report.problems) == 1, report.format()
-    assert "in another order; remapped by name" in report.problems[0].expected
+    assert "in another order: taken by name (when training" in report.problems[0].expected
 
 
 def test_the_metric_scores_a_shuffled_ground_truth_by_name(jsons):
@@ -103,3 +103,45 @@ def test_keypoints_outside_the_crop_are_counted_with_the_padding_that_keeps_them
     check_coco(ann_file, tmp_path / "train" / "images", load_metainfo("coco17"), kept, "train",
                crop=(float(np.ceil(need.max() * 20) / 20), 0.75))
     assert not kept.problems, kept.format()
+
+
+FEET = """name: coco17_feet
+extends: coco17
+keypoints: [left_heel, right_heel, left_big_toe, right_big_toe]
+sigmas: [0.066, 0.066, 0.068, 0.068]
+skeleton: [[left_ankle, left_heel], [left_ankle, left_big_toe], [right_ankle, right_heel], [right_ankle, right_big_toe]]
+lower_body: [left_heel, right_heel, left_big_toe, right_big_toe]
+groups: {body: coco17, feet: [left_heel, right_heel, left_big_toe, right_big_toe]}
+"""
+
+
+def test_a_set_extends_another_and_names_it_as_a_group(tmp_path):
+    (tmp_path / "feet.yaml").write_text(FEET)
+    feet, coco = load_metainfo(str(tmp_path / "feet.yaml")), load_metainfo("coco17")
+    assert feet.keypoint_names == coco.keypoint_names + ("left_heel", "right_heel", "left_big_toe", "right_big_toe")
+    assert feet.sigmas == coco.sigmas + (0.066, 0.066, 0.068, 0.068)
+    assert feet.skeleton[:len(coco.skeleton)] == coco.skeleton and (15, 17) in feet.skeleton  # left_ankle-left_heel
+    assert feet.flip_indices == coco.flip_indices + (18, 17, 20, 19)
+    assert feet.lower_body_ids == coco.lower_body_ids + (17, 18, 19, 20)
+    assert feet.group_ids == {"body": list(range(17)), "feet": [17, 18, 19, 20]}
+    (tmp_path / "bad.yaml").write_text("extends: coco99\nkeypoints: [tail]\nsigmas: [0.1]\n")
+    with pytest.raises(MetainfoError, match=r"bad.yaml: field 'extends': unknown keypoint set 'coco99'"):
+        load_metainfo(str(tmp_path / "bad.yaml"))
+
+
+def test_a_json_with_more_keypoints_trains_the_runs_set_by_name(tmp_path, caplog):
+    """A 21-keypoint json (COCO-17 + feet) read as coco17: the 17 taken by name, the feet named as not used."""
+    (tmp_path / "feet.yaml").write_text(FEET)
+    ann_file = write_coco(tmp_path, "train/images", "train.json", num_images=2)
+    data = json.loads(ann_file.read_text())
+    for ann in data["annotations"]:
+        ann["keypoints"] += [10.0, 20.0, 2.0] * 4
+    data["categories"][0]["keypoints"] = COCO17 + ["left_heel", "right_heel", "left_big_toe", "right_big_toe"]
+    ann_file.write_text(json.dumps(data))
+    with caplog.at_level("INFO"):
+        as_coco, _ = load_instances(ann_file, tmp_path / "train" / "images", load_metainfo("coco17"))
+    as_feet, _ = load_instances(ann_file, tmp_path / "train" / "images", load_metainfo(str(tmp_path / "feet.yaml")))
+    np.testing.assert_array_equal(as_coco[0].keypoints, as_feet[0].keypoints[:17])
+    assert as_feet[0].keypoints.shape == (21, 2) and (as_feet[0].keypoints[17:] == [10, 20]).all()
+    assert any("not used: ['left_heel', 'right_heel', 'left_big_toe', 'right_big_toe']" in r.getMessage()
+               for r in caplog.records)
