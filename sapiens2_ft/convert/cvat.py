@@ -1,5 +1,6 @@
-"""CVAT: "CVAT for images 1.1" XML (``SRC/annotations.xml`` + ``SRC/images/``), or its COCO keypoints export
-(no XML: ``coco.py``).
+"""CVAT: "CVAT for images 1.1" XML (``SRC/annotations.xml`` + ``SRC/images/``), its "Segmentation mask 1.1"
+export (``labelmap.txt`` + colour masks: ``cvat_masks.py``), or its "COCO 1.0" / "COCO Keypoints 1.0" exports
+(a COCO json: ``coco.py``).
 
 Each ``<image name width height>`` holds shapes with a ``label`` attribute: ``<points points="x,y">`` (a
 keypoint named by its label; ``occluded="1"``: visibility 1), ``<box xtl ytl xbr ybr>`` (a person box),
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from datamodules.data_check import DataReport
-from sapiens2_ft.convert import coco
+from sapiens2_ft.convert import coco, cvat_masks
 from sapiens2_ft.convert.records import ConvertError, ImageRecord
 from sapiens2_ft.convert.shapes import Shape, at, decode_counts_rle, people_from_shapes, regions_from_shapes
 
@@ -128,6 +129,8 @@ def _image(element, index: int, xml_file: Path, src: Path, problems: DataReport)
 def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
     """``SRC/annotations.xml`` (or the one ``*.xml`` in SRC); without one, the COCO keypoints export."""
     xml_files = [src / "annotations.xml"] if (src / "annotations.xml").is_file() else sorted(src.glob("*.xml"))
+    if not xml_files and cvat_masks.is_mask_export(src):
+        return cvat_masks.read(src, problems)
     if not xml_files:
         return coco.read(src, problems)
     records = []
