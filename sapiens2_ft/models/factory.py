@@ -91,8 +91,9 @@ def resolve_pretrained(pretrained: str, key: str = "model.pretrained") -> str:
     except Exception as err:  # offline, gated, unknown repo: all end the same way for the user
         raise PretrainedNotFoundError(
             f"could not fetch '{pretrained}' from the Hugging Face Hub ({type(err).__name__}: {err}).\n"
-            f"Download it on a machine with access, e.g. `hf download {pretrained} --local-dir DIR`, "
-            f"copy DIR here and set `--{key} DIR`."
+            f"A gated model (the Sapiens2 ones are): accept its licence on https://huggingface.co/{pretrained} and "
+            f"run `hf auth login`. Offline: download it on a machine with access, e.g. `hf download {pretrained} "
+            f"--local-dir DIR`, copy DIR here and set `--{key} DIR` (docs/models.md)."
         ) from err
 
 

@@ -20,8 +20,10 @@ def resolve_model(model: str) -> Path:
             raise SystemExit(f"--model: '{model}' does not exist (expected an exported directory, a .ckpt, "
                              f"a distributed checkpoint directory or a hub id 'user/name')") from None
         raise SystemExit(f"--model: '{model}' is not a local path and could not be fetched from the Hugging Face "
-                         f"Hub ({type(cause).__name__}: {cause}).\nDownload it on a machine with access, e.g. "
-                         f"`hf download {model} --local-dir DIR`, copy DIR here and pass `--model DIR`.") from None
+                         f"Hub ({type(cause).__name__}: {cause}).\nA gated model (the Sapiens2 ones are): accept its "
+                         f"licence on https://huggingface.co/{model} and run `hf auth login`. Offline: download it on a "
+                         f"machine with access, e.g. `hf download {model} --local-dir DIR`, copy DIR here and pass "
+                         f"`--model DIR` (docs/models.md).") from None
     if not (directory / "config.json").is_file():
         raise SystemExit(f"--model: {directory} has no config.json (not an exported model directory)")
     return directory
