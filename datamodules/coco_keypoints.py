@@ -84,10 +84,12 @@ class KeypointOrder:
                 category["keypoints"] = list(self.names)
                 category["skeleton"] = []
         for ann in data.get("annotations", []):
-            columns = self.columns.get(ann.get("category_id")) if isinstance(ann, dict) else None
-            if columns is not None and isinstance(ann.get("keypoints"), list) and len(ann["keypoints"]) == 3 * len(
-                    columns):
-                ann["keypoints"] = np.asarray(ann["keypoints"], dtype=np.float64).reshape(-1, 3)[columns].ravel().tolist()
+            category = ann.get("category_id") if isinstance(ann, dict) else None
+            raw = ann.get("keypoints") if category in self.columns else None
+            if isinstance(raw, list) and len(raw) == 3 * self.counts[category]:
+                triplets = np.asarray(raw, dtype=np.float64).reshape(-1, 3)[self.columns[category]]
+                ann["keypoints"] = triplets.ravel().tolist()
+                ann["num_keypoints"] = int((triplets[:, 2] > 0).sum())
 
     def describe(self) -> str | None:
         """What was remapped, in a line (None: nothing)."""

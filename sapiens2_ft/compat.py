@@ -63,6 +63,19 @@ def validation_runs_now(trainer: L.Trainer) -> bool:
     return bool(trainer.enable_validation and loop.epoch_loop._should_check_val_fx(loop._data_fetcher))
 
 
+def validate_in_fit(trainer: L.Trainer) -> None:
+    """Run the fit loop's validation now (from ``on_train_start``: a validation before the first step), logged at
+    the current step as the loop's own validations are. Relies on ``_TrainingEpochLoop.val_loop.run()`` and the
+    state ``_TrainingEpochLoop.on_advance_end`` sets around it (``trainer.validating``, then ``trainer.training``,
+    and ``_LoggerConnector._first_loop_iter`` kept)."""
+    loop = trainer.fit_loop.epoch_loop
+    trainer.validating = True
+    first_loop_iter = trainer._logger_connector._first_loop_iter
+    loop.val_loop.run()
+    trainer.training = True
+    trainer._logger_connector._first_loop_iter = first_loop_iter
+
+
 def rebuild_train_loader(trainer: L.Trainer) -> None:
     """Drop the fit loop's train loader and its iterator, so that fitting requests and iterates a new one.
     Relies on ``_FitLoop.setup_data()`` building the loader only while ``_FitLoop._combined_loader`` is None,

@@ -150,6 +150,11 @@ def main(argv: list[str] | None = None) -> dict:
     except (CheckpointError, FileNotFoundError, ValueError) as err:
         raise SystemExit(f"evaluate: {err}") from None
     samples = len(data.val_dataloader().dataset)
+    if samples == 0 and (args.boxes or args.detector):
+        why = "the --boxes file lists none" if args.boxes else \
+            f"the detector found none above --det_threshold {args.det_threshold}"
+        raise SystemExit(f"evaluate: no person box to crop in the validation images of {cli.config.data.get('root')} "
+                         f"({why})")
     if samples == 0:
         raise SystemExit(f"evaluate: the validation split of {cli.config.data.get('root')} has no samples")
     device = torch.device(args.device)

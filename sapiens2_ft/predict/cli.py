@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> Path:
                         help="bf16 autocast of the models (auto: bf16 on a GPU, fp32 on the CPU)")
     parser.add_argument("--backend", choices=["torch", "onnxruntime"], default="torch",
                         help="onnxruntime: the networks run as ONNX graphs (an export's model.onnx; a checkpoint's is "
-                             "exported first), with the same pre- and post-processing; CPU")
+                             "exported first), with the same pre- and post-processing; on TensorRT or CUDA where the "
+                             "installed onnxruntime has them, else the CPU")
     parser.add_argument("--compile", action="store_true", help="torch.compile each model before its first batch")
     parser.add_argument("--compile_backend", default="inductor", help="--compile: the torch.compile backend")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

@@ -51,6 +51,7 @@ from sapiens2_ft.training.callbacks.resume_position import ResumeDataPosition
 from sapiens2_ft.training.callbacks.run_artifacts import RunArtifacts
 from sapiens2_ft.training.callbacks.step_checkpoint import StepCheckpoint
 from sapiens2_ft.training.callbacks.throughput import Throughput
+from sapiens2_ft.training.callbacks.validate_first import ValidateFirst
 from sapiens2_ft.training.checkpoint_io import (AtomicCheckpointIO, CheckpointSaveError,
                                                 agree_on_failed_saves)
 from sapiens2_ft.training.config_safety import check_class_paths
@@ -152,7 +153,7 @@ class SaveRecipe(SaveConfigCallback):
 
 class Sapiens2CLI(LightningCLI):
     """Adds the ``task``, ``run_dir``, ``resume``, ``init_from``, ``checkpoint_every_n_steps``, ``export``,
-    ``tf32``, ``tracking``, ``non_finite``, ``preemption``, ``ema`` and ``early_stopping`` keys, the task links, the run directory and the run's callbacks."""
+    ``validate_first``, ``tf32``, ``tracking``, ``non_finite``, ``preemption``, ``ema`` and ``early_stopping`` keys, the task links, the run directory and the run's callbacks."""
 
     def __init__(self, task: str, **kwargs):
         self.task = task_spec(task)
@@ -173,6 +174,9 @@ class Sapiens2CLI(LightningCLI):
                                  "loses at most N steps (default: at validations only)")
         parser.add_argument("--export", type=bool, default=True,
                             help="Export the best checkpoint to <run_dir>/export at the end of fit")
+        parser.add_argument("--validate_first", type=bool, default=False,
+                            help="Validate before the first training step: the start beside the end in the curves, "
+                                 "the console and summary.json (start_metrics); replaces Lightning's sanity check")
         parser.add_argument("--tf32", type=bool, default=True,
                             help="TF32 matmuls and convolutions for the float32 parts on a GPU (as upstream)")
         parser.add_class_arguments(TrackingConfig, "tracking")
@@ -210,6 +214,8 @@ class Sapiens2CLI(LightningCLI):
         trainer.default_root_dir = str(self.run_dir)
         if trainer.precision is None:
             trainer.precision = default_precision(trainer.accelerator)
+        if config.validate_first and trainer.num_sanity_val_steps is None:
+            trainer.num_sanity_val_steps = 0  # the first validation checks the whole val loop anyway
 
     def instantiate_trainer(self, **kwargs):
         monitor, mode = self.model.monitor
@@ -236,6 +242,8 @@ class Sapiens2CLI(LightningCLI):
         extra = [ema_callback(cli_value(self, self.config_init, "ema"), config.get("strategy", "auto")),
                  early_stopping_callback(cli_value(self, self.config_init, "early_stopping"), monitor, mode)]
         callbacks += [c for c in extra if c is not None]
+        if cli_value(self, self.config_init, "validate_first"):
+            callbacks.append(ValidateFirst())
         every_n_steps = cli_value(self, self.config_init, "checkpoint_every_n_steps")
         if every_n_steps:
             callbacks.append(StepCheckpoint(self.run_dir / LAST_CHECKPOINT, every_n_steps))
@@ -352,6 +360,9 @@ def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool) -> None
         print(f"curves: {results}; prediction overlays: {run_dir / 'overlays'}")
     if summary.get("export"):
         print(f"model for transformers / predict: {summary['export']}")
+    if summary.get("start_metrics"):
+        print("start metrics: " + "  ".join(f"{k}={v:.4f}" for k, v in summary["start_metrics"].items()
+                                           if isinstance(v, (int, float))))
     print("final metrics: " + "  ".join(f"{k}={v:.4f}" for k, v in summary["metrics"].items()))
 
 

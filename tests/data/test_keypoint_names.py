@@ -145,3 +145,19 @@ def test_a_json_with_more_keypoints_trains_the_runs_set_by_name(tmp_path, caplog
     assert as_feet[0].keypoints.shape == (21, 2) and (as_feet[0].keypoints[17:] == [10, 20]).all()
     assert any("not used: ['left_heel', 'right_heel', 'left_big_toe', 'right_big_toe']" in r.getMessage()
                for r in caplog.records)
+
+
+def test_the_metric_scores_the_runs_set_of_a_json_with_more_keypoints(tmp_path):
+    """Ground truth of 21 keypoints (COCO-17 + feet, feet first) scored as coco17: the 17 taken by name."""
+    ann_file = write_coco(tmp_path, "val/images", "val.json", num_images=2)
+    data = json.loads(ann_file.read_text())
+    for ann in data["annotations"]:
+        ann["keypoints"] = [5.0, 5.0, 2.0] * 4 + ann["keypoints"]
+    data["categories"][0]["keypoints"] = ["left_heel", "right_heel", "left_big_toe", "right_big_toe"] + COCO17
+    (tmp_path / "wide.json").write_text(json.dumps(data))
+    gt = data["annotations"]
+    metric = CocoKeypointAP(tmp_path / "wide.json", load_metainfo("coco17").sigmas, keypoint_names=COCO17)
+    points = torch.tensor(np.array([np.reshape(a["keypoints"][12:], (17, 3))[:, :2] for a in gt]), dtype=torch.float32)
+    metric.update(torch.tensor([a["image_id"] for a in gt]), points, torch.ones(len(gt), 17), torch.ones(len(gt)),
+                  torch.tensor([a["area"] for a in gt], dtype=torch.float32))
+    assert float(metric.compute()["AP"]) == pytest.approx(1.0)
