@@ -231,8 +231,9 @@ def limits_text(info, config: dict) -> str:
 def licence_text() -> str:
     return ("## Licence\n\nThese weights derive from Meta's Sapiens2 models and are distributed under the Sapiens2 "
             f"License ([{LICENCE_FILE}]({LICENCE_FILE}), beside this card; [upstream]({LICENSE_LINK})), which asks "
-            "that a copy of it goes with every copy of them. sapiens2-ft, the code that fine-tuned them, is under "
-            "the Apache License 2.0.")
+            "that a copy of it goes with every copy of them, and restricts their use (its section 1.b.vi: no "
+            "surveillance, biometric processing, identifying people, deepfakes, ...): read it before you deploy "
+            "them. sapiens2-ft, the code that fine-tuned them, is under the Apache License 2.0.")
 
 
 def copy_licence(out: Path) -> Path:
