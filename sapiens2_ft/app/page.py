@@ -92,7 +92,7 @@ def build_page(demo: Demo, names: list[str], scratch: Path | None = None) -> gr.
             with gr.Row():
                 photo = refusing_unreadable(gr.Image(sources=["upload", "webcam", "clipboard"], type="filepath",
                                                      label="photo or webcam frame"))
-                pictures = gr.Gallery(label="predictions", columns=2, height="auto", format="png")
+                pictures = gr.Gallery(label="predictions", columns=2, height=520, object_fit="contain", format="png")
             run_photo = gr.Button("Run", variant="primary")
             found = gr.JSON(label="found")
             run_photo.click(on_photo, photo, [pictures, found], api_name="photo", concurrency_id=MODELS,

@@ -138,7 +138,7 @@ def results_text(meta: dict) -> str:
 def usage_text(task: str, model: str) -> str:
     spec = task_spec(task)
     people = " --detector" if spec.predictor == "crops" else ""
-    crop = " (pose: one person crop)" if spec.predictor == "crops" else ""
+    crop = "  # on one person's crop (top-down)" if spec.predictor == "crops" else ""
     return f"""## How to use
 
 With `transformers` alone (its Sapiens2 classes; the image processor resizes and normalises as training did):
@@ -229,9 +229,9 @@ def limits_text(info, config: dict) -> str:
 
 
 def licence_text() -> str:
-    return ("## Licence\n\nThese weights derive from Meta's Sapiens2 models and are distributed under the Sapiens2 "
-            f"License ([{LICENCE_FILE}]({LICENCE_FILE}), beside this card; [upstream]({LICENSE_LINK})), which asks "
-            "that a copy of it goes with every copy of them, and restricts their use (its section 1.b.vi: no "
+    return ("## Licence\n\nDistributed under the Sapiens2 License of the Sapiens2 models and code it builds on "
+            f"([{LICENCE_FILE}]({LICENCE_FILE}), beside this card; [upstream]({LICENSE_LINK})), which asks "
+            "that a copy of it goes with every copy of these weights, and restricts their use (its section 1.b.vi: no "
             "surveillance, biometric processing, identifying people, deepfakes, ...): read it before you deploy "
             "them. sapiens2-ft, the code that fine-tuned them, is under the Apache License 2.0.")
 

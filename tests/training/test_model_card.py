@@ -4,7 +4,6 @@ data and recipe, the Sapiens2 licence beside it; ``evaluate`` on an export refre
 from __future__ import annotations
 
 import csv
-import json
 import shutil
 from pathlib import Path
 
@@ -14,18 +13,10 @@ import pytest
 from huggingface_hub import ModelCard
 
 import datamodules.keypoints as keypoint_sets
+from model_cards import card_metrics
 from sapiens2_ft.tasks.registry import task_spec
 from sapiens2_ft.training.model_card import (CARD_FILE, LICENCE_FILE, PICTURE_FILE, dataset_entry, hub_id_of,
-                                             refresh_results, split_card)
-
-
-def card_metrics(export: Path) -> dict[str, dict[str, float]]:
-    """Dataset name -> metric -> value of an export's card, read with huggingface_hub's own parser."""
-    card = ModelCard.load(export / CARD_FILE)
-    found: dict[str, dict[str, float]] = {}
-    for result in card.data.eval_results:
-        found.setdefault(result.dataset_name, {})[result.metric_name] = result.metric_value
-    return found
+                                             refresh_results)
 
 
 def validation_rows(run_dir: Path) -> list[dict[str, float]]:
@@ -33,17 +24,6 @@ def validation_rows(run_dir: Path) -> list[dict[str, float]]:
     with open(run_dir / "metrics.csv") as f:
         rows = [r for r in csv.DictReader(f) if r.get("val/loss")]
     return [{k.removeprefix("val/"): float(v) for k, v in r.items() if k.startswith("val/") and v} for r in rows]
-
-
-def check_demo_card(run_dir: Path, summary: dict) -> None:
-    """A demo run's export (one validation, at its last step: the best is the last): the card parses, holds the run's
-    final metrics, and the Sapiens2 licence is beside it (used by the demo tests)."""
-    export = Path(summary["export"])
-    metrics = card_metrics(export)
-    assert list(metrics.values()) == [pytest.approx(summary["metrics"], rel=1e-6)]
-    meta, _ = split_card((export / CARD_FILE).read_text())
-    assert meta["license"] == "other" and meta["license_name"] == "sapiens2-license"
-    assert (export / LICENCE_FILE).read_text().startswith("# Sapiens2 License")
 
 
 def test_export_card_has_hub_metadata_and_the_exported_weights_metrics(pose_run, tiny_coco):
