@@ -267,9 +267,10 @@ def write_card(out: Path, info, name: str | None = None) -> Path:
     copy_licence(out)
     picture = copy_picture(run_dir, out)
     monitor, mode = spec.monitor
+    best = bool(summary.get("best_checkpoint")) and Path(summary["best_checkpoint"]).resolve() == info.path.resolve()
+    chosen = f"the run's best by {monitor.removeprefix('val/')} ({mode}), " if best else ""
     intro = (f"A [Sapiens2]({SAPIENS2_URL}) {info.task} model fine-tuned with sapiens2-ft: it predicts "
-             f"{spec.predicts}. The checkpoint exported here is the run's best by {monitor.removeprefix('val/')} "
-             f"({mode}), at step {info.global_step:,}.")
+             f"{spec.predicts}. The weights exported here are {chosen}at step {info.global_step:,}.")
     parts = [f"# {name}", intro, labels_text(info), section(RESULTS, results_text(meta))]
     if picture is not None:
         parts.append(f"![Validation samples of the run: input, ground truth and prediction]({PICTURE_FILE})\n\n"

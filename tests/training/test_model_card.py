@@ -42,7 +42,7 @@ def test_export_card_has_hub_metadata_and_the_exported_weights_metrics(pose_run,
     assert first["AP"] == summary["best_score"]
 
     text = card.text
-    for expected in ("17 keypoints (keypoint set `coco17`)", summary["command"], summary["hardware"],
+    for expected in ("17 keypoints (keypoint set `coco17`)", "the run's best by AP (max), at step 2.", summary["command"], summary["hardware"],
                      "train 8, val 4 (person instances)", "AutoModelForPoseEstimation.from_pretrained",
                      f'sapiens2_ft.load("{export}")', "--detector", f"]({LICENCE_FILE})", f"]({PICTURE_FILE})"):
         assert expected in text, expected
