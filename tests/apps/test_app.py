@@ -121,6 +121,22 @@ def test_a_model_of_an_unknown_task_is_refused_by_name(pose_run, tmp_path):
         cli.main(["--model", str(model), "--port", str(free_port())])
 
 
+def test_space_keeps_the_options_and_refuses_local_files_it_cannot_hold(tiny_detector_dir, tmp_path):
+    from sapiens2_ft.app.space import write_space
+
+    hub_model = "facebook/sapiens2-pose-0.4b"
+    argv = ["--model", hub_model, "--max_frames", "50", "--port", "9", "--write_space", str(tmp_path / "space")]
+    space = write_space(tmp_path / "space", [hub_model], argv)
+    app = (space / "app.py").read_text()
+    assert repr([hub_model]) in app and repr(["--max_frames", "50"]) in app  # the port is the Space's
+    assert not (space / "models").exists() and f"- {hub_model}" in (space / "README.md").read_text()
+    assert (space / "LICENSE-sapiens2-ft").read_text().lstrip().startswith("Apache License")
+    with pytest.raises(SystemExit, match="is not empty"):
+        write_space(space, [hub_model], argv)
+    with pytest.raises(SystemExit, match=f"--detector {tiny_detector_dir} is a local file; a Space has only its folder"):
+        write_space(tmp_path / "other", [hub_model], ["--detector", str(tiny_detector_dir)])
+
+
 def browser_or_skip():
     """Debian's chromium; a skip where it is missing, except in CI (CI=true), where the browser test must run."""
     if not CHROMIUM.is_file():
