@@ -254,14 +254,14 @@ def copy_picture(run_dir: Path | None, out: Path) -> Path | None:
     return Path(shutil.copyfile(panels[0], out / PICTURE_FILE))
 
 
-def write_card(out: Path, info, name: str | None = None) -> Path:
+def write_card(out: Path, info) -> Path:
     """``out/README.md`` for the export of checkpoint ``info`` (``models.checkpoints.CheckpointInfo``), the
     Sapiens2 licence and the run's picture beside it."""
     out = Path(out)
     run_dir = run_dir_of(info.path)
     summary, config = read_run(run_dir)
     spec = task_spec(info.task)
-    name = name or (f"{run_dir.parent.name}-{run_dir.name}" if run_dir is not None else out.name)
+    name = f"{run_dir.parent.name}-{run_dir.name}" if run_dir is not None else out.name
     metrics = exported_metrics(info, summary)
     meta = metadata(info, name, metrics, dataset_entry((config.get("data") or {}).get("root")))
     copy_licence(out)
