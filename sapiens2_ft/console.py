@@ -29,6 +29,7 @@ COMMANDS: dict[str, Command] = {
     "detect": Command(("sapiens2_ft.detect",), "person boxes for a pose config's validation images"),
     "convert": Command(("sapiens2_ft.convert.__main__",),
                        "an annotation tool's export in the layouts the recipes read"),
+    "app": Command(("sapiens2_ft.app.cli",), "a web demo of fine-tuned models, or a Space serving it (Gradio)"),
 }
 
 

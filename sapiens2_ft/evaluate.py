@@ -9,7 +9,8 @@ boxes of ``--boxes FILE`` (COCO detections json, as ``--data.val_detections``) o
 
 Writes into ``--out`` (default ``eval/<config>``): ``metrics.json`` (the val metrics, the model, the step),
 the task's predictions (pose ``predictions.json`` in the COCO results format; dense ``predictions/``),
-``diagnostics/`` (per-keypoint or per-class tables and charts) and ``panels/`` (truth beside prediction).
+``diagnostics/`` (per-keypoint or per-class tables and charts) and ``panels/`` (truth beside prediction). An exported
+directory's model card gets these metrics (``training/model_card.py``: its results on this data folder replaced).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from sapiens2_ft.tasks.registry import task_of_config
 from sapiens2_ft.training.callbacks.diagnostics import write_diagnostics
 from sapiens2_ft.training.cli import resolve_config_args, task_of
 from sapiens2_ft.training.hf_export import exported_input_size
+from sapiens2_ft.training.model_card import dataset_entry, refresh_results
 from sapiens2_ft.training.run_dir import run_name
 
 PANELS = 4  # validation samples drawn into panels/
@@ -165,6 +167,9 @@ def main(argv: list[str] | None = None) -> dict:
                "input_size": list(module.hparams.input_size),
                "metrics": {k.removeprefix("val/"): float(v) for k, v in metrics.items()}}
     write_outputs(module, out, summary)
+    if Path(args.model, "config.json").is_file():  # a local export (not the hub cache): its card's results
+        boxes = "detected boxes" if args.boxes or args.detector else None
+        refresh_results(Path(args.model), task, summary["metrics"], dataset_entry(cli.config.data.get("root"), boxes))
     print(f"{task} on {samples} validation samples: "
           + "  ".join(f"{k}={v:.4f}" for k, v in summary["metrics"].items()) + f"\nwritten to {out}")
     return summary

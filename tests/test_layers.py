@@ -21,6 +21,7 @@ LAYERS = {
     "sapiens2_ft.tasks": 2,
     "sapiens2_ft.training": 3,
     "sapiens2_ft.predict": 4,
+    "sapiens2_ft.app": 4,
     "sapiens2_ft.convert": 4,
     "sapiens2_ft.detect": 4,
     "sapiens2_ft.export": 4,

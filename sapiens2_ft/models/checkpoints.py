@@ -53,6 +53,7 @@ class CheckpointInfo:
     wandb_run_id: str | None
     hyper_parameters: dict
     adapters: dict | None = None  # {"lora": LoraOptions fields} when the model was trained with adapters
+    validation: dict | None = None  # the run's latest validation when it was saved: {"step", "metrics"}
 
     @property
     def labels(self) -> list[str]:
@@ -92,7 +93,8 @@ def read_info(path: str | Path) -> CheckpointInfo:
     return CheckpointInfo(path=path, task=record["task"], model_config=record["model_config"],
                           keypoints=record.get("keypoints"), global_step=int(data.get("global_step", 0)),
                           epoch=int(data.get("epoch", 0)), wandb_run_id=record.get("wandb_run_id"),
-                          hyper_parameters=dict(data.get("hyper_parameters") or {}), adapters=record.get("adapters"))
+                          hyper_parameters=dict(data.get("hyper_parameters") or {}), adapters=record.get("adapters"),
+                          validation=record.get("validation"))
 
 
 def model_key(key: str) -> str | None:

@@ -371,6 +371,11 @@ class TaskModule(L.LightningModule):
         """Predict's sheet ``row`` with this task's legend below it (seg: the classes of ``result``)."""
         return row
 
+    def findings(self, result) -> dict:
+        """What one image's prediction (``result``, as for ``picture``) found, as plain JSON data (the web demo's
+        answer): pose's people, seg's class areas, ...; {} for a task with nothing to count."""
+        return {}
+
     # -- the loop ----------------------------------------------------------------------------
 
     def _step(self, batch: dict, stage: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -9,7 +9,8 @@
   the dashboard's files (``tracking.*``), the latest validation's predictions (pose ``predictions.json``,
   dense ``predictions/``), image panels (``overlays/``), each validation's ``diagnostics/step_<N>/``, and at
   the end ``results.png``, ``export/``
-  (the best checkpoint as a Hugging Face model directory) and ``summary.json``.
+  (the best checkpoint as a Hugging Face model directory with its model card; ``hub.push_to_hub`` uploads it)
+  and ``summary.json``.
 - ``--resume auto|PATH`` continues a run (weights, optimiser, schedule, step, wandb run);
   ``--init_from CKPT_OR_DIR`` starts a new run from an earlier run's weights only.
 """
@@ -56,7 +57,9 @@ from sapiens2_ft.training.checkpoint_io import (AtomicCheckpointIO, CheckpointSa
                                                 agree_on_failed_saves)
 from sapiens2_ft.training.config_safety import check_class_paths
 from sapiens2_ft.training.hf_export import export_checkpoint
+from sapiens2_ft.training.hub import HubConfig, HubError, hub_problems, push_export
 from sapiens2_ft.training.results_page import write_results_png
+from sapiens2_ft.training.run_facts import run_facts
 from sapiens2_ft.training.run_dir import (LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, default_run_dir,
                                           resolve_resume, run_name)
 from sapiens2_ft.training.tracking import TrackingConfig, build_loggers, git_commit, new_run_id
@@ -113,6 +116,9 @@ def check_config(config, module_class) -> None:
                         f"arguments (task_of); give the task once, in a config or as --task")
     if config.resume and config.init_from:
         problems.append("--resume continues a run and --init_from starts a new one: give one of them")
+    if config.hub.push_to_hub and not config.export:
+        problems.append("hub.push_to_hub uploads the run's export: it needs export: true")
+    problems += hub_problems(config.hub.push_to_hub)
     options = config.model.as_dict()
     if hasattr(module_class, "check_options"):  # the task modules (multi-task pretraining checks its own)
         problems += module_class.check_options(**options)
@@ -152,8 +158,9 @@ class SaveRecipe(SaveConfigCallback):
 
 
 class Sapiens2CLI(LightningCLI):
-    """Adds the ``task``, ``run_dir``, ``resume``, ``init_from``, ``checkpoint_every_n_steps``, ``export``,
-    ``validate_first``, ``tf32``, ``tracking``, ``non_finite``, ``preemption``, ``ema`` and ``early_stopping`` keys, the task links, the run directory and the run's callbacks."""
+    """Adds the ``task``, ``run_dir``, ``resume``, ``init_from``, ``checkpoint_every_n_steps``, ``export``, ``hub``,
+    ``validate_first``, ``tf32``, ``tracking``, ``non_finite``, ``preemption``, ``ema`` and ``early_stopping`` keys,
+    the task links, the run directory and the run's callbacks."""
 
     def __init__(self, task: str, **kwargs):
         self.task = task_spec(task)
@@ -174,6 +181,7 @@ class Sapiens2CLI(LightningCLI):
                                  "loses at most N steps (default: at validations only)")
         parser.add_argument("--export", type=bool, default=True,
                             help="Export the best checkpoint to <run_dir>/export at the end of fit")
+        parser.add_class_arguments(HubConfig, "hub")
         parser.add_argument("--validate_first", type=bool, default=False,
                             help="Validate before the first training step: the start beside the end in the curves, "
                                  "the console and summary.json (start_metrics); replaces Lightning's sanity check")
@@ -290,6 +298,7 @@ def _main(argv: list[str] | None) -> dict:
     if "--list-configs" in argv:
         print(format_config_list())
         raise SystemExit(0)
+    given = list(argv)
     argv = resolve_config_args(argv)
     # sys.argv stays as it is: Lightning's launcher starts the other ranks by re-running it.
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
@@ -340,19 +349,28 @@ def _main(argv: list[str] | None) -> dict:
             raise SystemExit(str(err)) from None
     guard = next(c for c in trainer.callbacks if isinstance(c, NonFiniteGuard))
     summary = artifacts.write_summary(trainer, model, data, wall_time_s=time.time() - started, extra={
-        "git_commit": commit, "non_finite_skipped_steps": guard.skipped, "non_finite_events": guard.events})
+        "git_commit": commit, "non_finite_skipped_steps": guard.skipped, "non_finite_events": guard.events,
+        **run_facts(trainer, data, given)})
     leave_process_group(trainer)
     if trainer.is_global_zero:
         close_dashboards(trainer)
-        finish_run(cli.run_dir, summary, model.monitor[0], export=cli.config.export)
+        finish_run(cli.run_dir, summary, model.monitor[0], export=cli.config.export, hub=cli.config.hub)
     return summary
 
 
-def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool) -> None:
-    """Rank 0 after fit: the results page, the export of the best checkpoint, the closing lines."""
+def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool, hub=None) -> None:
+    """Rank 0 after fit: the results page, the export of the best checkpoint (and its upload), the closing lines. A
+    refused upload ends the run with its message once everything else is written."""
     results = write_results_png(run_dir, monitor)
+    refused = None
     if export and summary["best_checkpoint"]:
         summary["export"] = str(export_checkpoint(summary["best_checkpoint"], run_dir / "export"))
+        if hub is not None and hub.push_to_hub:
+            try:
+                summary["hub"] = push_export(summary["export"], hub.push_to_hub, hub.private)
+            except HubError as err:
+                refused = (f"{err}\nthe export is in {summary['export']}; upload it with `sapiens2-ft export "
+                           f"--checkpoint {summary['export']} --push_to_hub {hub.push_to_hub}`")
         with open(run_dir / "summary.json", "w") as f:
             json.dump(summary, f, indent=2)
     print(f"run directory: {run_dir}")
@@ -360,10 +378,14 @@ def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool) -> None
         print(f"curves: {results}; prediction overlays: {run_dir / 'overlays'}")
     if summary.get("export"):
         print(f"model for transformers / predict: {summary['export']}")
+    if summary.get("hub"):
+        print(f"uploaded to the Hugging Face Hub: {summary['hub']}")
     if summary.get("start_metrics"):
         print("start metrics: " + "  ".join(f"{k}={v:.4f}" for k, v in summary["start_metrics"].items()
                                            if isinstance(v, (int, float))))
     print("final metrics: " + "  ".join(f"{k}={v:.4f}" for k, v in summary["metrics"].items()))
+    if refused:
+        raise SystemExit(refused)
 
 
 def leave_process_group(trainer) -> None:

@@ -13,6 +13,7 @@ import os
 import pytest
 
 from conftest import DEMO_IMAGES
+from model_cards import check_demo_card
 from sapiens2_ft.training.cli import main
 
 pytestmark = pytest.mark.slow
@@ -57,3 +58,4 @@ def test_pose_demo_lowers_loss_and_reaches_ap(head, demo_data, tmp_path):
     assert last < bounds["loss"] * first, f"train loss over the bound: {first:.3f} -> {last:.3f}"
     assert metrics["AP50"] > bounds["AP50"], metrics
     assert metrics["AR50"] > bounds["AR50"], metrics
+    check_demo_card(summary)  # the export's model card holds these metrics

@@ -120,3 +120,12 @@ class PointmapModule(TaskModule):
 
     def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
         return draw.TITLE, draw.picture(result[".npy"][..., 2], people)
+
+    def findings(self, result) -> dict:
+        """The depth (metric Z) of the image's pixels: minimum, median and maximum, in metres."""
+        z = result[".npy"][..., 2]
+        z = z[np.isfinite(z) & (z > 0)]
+        if not z.size:
+            return {"depth_m": None}
+        return {"depth_m": {k: round(float(v), 4) for k, v in (("min", z.min()), ("median", np.median(z)),
+                                                               ("max", z.max()))}}

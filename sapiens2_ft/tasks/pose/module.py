@@ -178,6 +178,15 @@ class PoseModule(TaskModule):
     def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
         return f"pose ({len(result)} people)", draw.draw_people(image, result, self.metainfo.skeleton)
 
+    def findings(self, result) -> dict:
+        """Each person's box ``[x, y, w, h]`` and score, and per keypoint name ``[x, y, score]`` in image pixels."""
+        names = self.metainfo.keypoint_names
+        return {"people": [{"bbox": [round(float(v), 2) for v in person["bbox"][:4]],
+                            "score": round(float(person["score"]), 4),
+                            "keypoints": {name: [round(float(x), 2), round(float(y), 2), round(float(s), 4)]
+                                          for name, (x, y), s in zip(names, person["points"], person["scores"])}}
+                           for person in result]}
+
     def write_validation_outputs(self, run_dir: Path) -> None:
         """``predictions.json``: COCO keypoint results of the last validation (after rescoring and OKS-NMS)."""
         with open(Path(run_dir) / "predictions.json", "w") as f:

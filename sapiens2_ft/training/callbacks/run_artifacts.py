@@ -76,8 +76,14 @@ class RunArtifacts(L.Callback):
             pl_module.write_validation_outputs(self.run_dir)
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
-        """The wandb run id travels with the checkpoint, so ``--resume`` continues the same dashboard run."""
-        checkpoint.setdefault(RECORD_KEY, {})["wandb_run_id"] = wandb_run_id(trainer.loggers)
+        """The wandb run id travels with the checkpoint, so ``--resume`` continues the same dashboard run; the latest
+        validation's metrics too (its step tells whether they are this checkpoint's: the export's model card)."""
+        record = checkpoint.setdefault(RECORD_KEY, {})
+        record["wandb_run_id"] = wandb_run_id(trainer.loggers)
+        if self.last_validated_step >= 0:
+            record["validation"] = {"step": self.last_validated_step, "metrics": {
+                k.removeprefix("val/"): float(_plain(v)) for k, v in trainer.callback_metrics.items()
+                if k.startswith("val/") and torch.as_tensor(v).numel() == 1}}
         self.last_saved_step = trainer.global_step
 
     def write_summary(self, trainer: L.Trainer, pl_module: L.LightningModule, datamodule, wall_time_s: float,
