@@ -110,23 +110,25 @@ def test_pointmap_constant_offset():
     _split_equal(PointmapMetrics, noisy, target, mask)
 
 
-def test_pointmap_known_focal_separates_the_focal_error():
-    """A prediction right in the canonical camera but 20% off in its focal: L2 is the depth error the wrong
-    focal makes (every point scaled by 1 / 1.2), ``l2_known_focal`` is 0; without it the key is absent."""
+def test_pointmap_predicted_focal_and_canonical_units():
+    """A prediction right in the canonical camera but 20% off in its focal: the L2 by the image's own focal is 0
+    (upstream's comparison), ``l2_predicted_focal`` the depth error the wrong focal makes (every point scaled by
+    1 / 1.2); ``l2_canonical`` is the L2 times each image's scale. Without their inputs the keys are absent."""
     ys, xs = torch.meshgrid(torch.linspace(-1, 1, 4), torch.linspace(-1, 1, 4), indexing="ij")
-    target = torch.stack([xs, ys, 3.0 + 0.0 * xs]).unsqueeze(0).double()
-    pred = target / 1.2
+    target = torch.stack([xs, ys, 3.0 + 0.0 * xs]).unsqueeze(0).expand(2, 3, 4, 4).double()
+    off = target + torch.tensor([0.0, 0.0, 0.1], dtype=torch.float64).view(1, 3, 1, 1)  # 10 cm deeper
     m = PointmapMetrics()
-    m.update(pred, target, None, known_focal=target.clone())
+    m.update(off, target, None, predicted_focal=target / 1.2, scale=torch.tensor([2.0, 3.0]))
     out = m.compute()
-    expected = (target - pred).pow(2).sum(1).sqrt().mean().item()
-    assert out["l2"].item() == pytest.approx(expected) and expected > 0.4
-    assert out["l2_known_focal"].item() == pytest.approx(0.0, abs=1e-12)
+    expected = (target - target / 1.2).pow(2).sum(1).sqrt().mean().item()
+    assert out["l2"].item() == pytest.approx(0.1)
+    assert out["l2_predicted_focal"].item() == pytest.approx(expected) and expected > 0.4
+    assert out["l2_canonical"].item() == pytest.approx(0.1 * (2.0 + 3.0) / 2)  # equal pixel counts per image
     plain = PointmapMetrics()
-    plain.update(pred, target)
-    assert "l2_known_focal" not in plain.compute()
-    with pytest.raises(ValueError, match="known_focal"):
-        m.update(pred, target, None, known_focal=target[..., :2])
+    plain.update(off, target)
+    assert not {"l2_predicted_focal", "l2_canonical"} & set(plain.compute())
+    with pytest.raises(ValueError, match="predicted_focal"):
+        m.update(off, target, None, predicted_focal=target[..., :2])
 
 
 # -------------------------------------------------------------------- matting
