@@ -147,9 +147,14 @@ def test_matting_hand_values_and_split():
     assert out["sad"].item() == pytest.approx(1.5 / 1000)
     assert out["mse"].item() == pytest.approx((0.25 + 1.0) / 16)
     assert out["grad"].item() > 0 and out["conn"].item() > 0
+    mask = torch.ones(1, 4, 4, dtype=torch.bool)
+    mask[0, 0, 0] = False  # (0, 0) out, (1, 3) in: only the error of 1.0 and 14 exact pixels are scored
     masked = MattingMetrics()
-    masked.update(pred, gt, torch.ones(1, 4, 4, dtype=torch.bool).triu())  # (1, 3) in, (0, 0) in
-    assert masked.compute()["sad"].item() == pytest.approx(1.5 / 1000)
+    masked.update(pred, gt, mask)
+    scored = masked.compute()
+    assert scored["sad"].item() == pytest.approx(1.0 / 1000)
+    assert scored["mse"].item() == pytest.approx(1.0 / 15)
+    assert int(masked.error_counts.sum()) == 15 and int(masked.error_counts[-1]) == 1  # the histogram's pixels too
 
     batch_gt = torch.rand(2, 1, 12, 12, generator=_gen(1))
     batch_pred = (batch_gt + 0.2 * torch.randn(batch_gt.shape, generator=_gen(2))).clamp(0, 1)
