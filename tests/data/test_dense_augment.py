@@ -342,13 +342,32 @@ def test_run_summary_counts_filtered_samples(tmp_path):
 
 def test_camera_crop_window_fits_and_keeps_area():
     pipeline = CameraPipeline(resolve_augment({}, "normal"), SIZE, None)
-    for seed in range(20):
-        window = pipeline.crop_window((200, 150), np.random.default_rng(seed))
-        if window is None:
-            continue
-        y, x, h, w = window
+    windows = [pipeline.crop_window((200, 150), np.random.default_rng(seed)) for seed in range(20)]
+    drawn = [w for w in windows if w is not None]
+    assert len(drawn) >= 18  # 8 draws of area 0.4-1 and aspect 0.5-2: one fits in nearly every case
+    for y, x, h, w in drawn:
         assert 0 <= y and y + h <= 200 and 0 <= x and x + w <= 150
         assert 0.38 <= h * w / (200 * 150) <= 1.0 and 0.45 <= w / h <= 2.1
+    assert min(h * w for _, _, h, w in drawn) < 0.6 * 200 * 150 and len(set(drawn)) == len(drawn)
+
+
+def test_camera_crop_shows_the_window_it_drew(monkeypatch):
+    """With the crop alone, the output is the drawn window letterboxed: a coordinate image shows which pixels."""
+    height, width = 200, 150
+    v, u = np.mgrid[0:height, 0:width]
+    image = np.stack([u + 50, v + 40, np.full_like(u, 255)], -1).astype(np.uint8)  # x + 50, y + 40; 0 is padding
+    pipeline = CameraPipeline(resolve_augment(dict(OFF, crop_prob=1.0), "normal"), SIZE, None)
+    drawn = []
+    original = CameraPipeline.crop_window
+    monkeypatch.setattr(CameraPipeline, "crop_window", lambda self, *a: drawn.append(original(self, *a)) or drawn[-1])
+    for seed in range(4):
+        out = pipeline({"image": image}, np.random.default_rng(seed))["image"].astype(int)
+        y, x, h, w = drawn[-1]
+        assert h * w < height * width
+        content = out[..., 2] > 250  # pixels wholly inside the window (padding and the edge blend are darker)
+        xs, ys = out[..., 0][content] - 50, out[..., 1][content] - 40
+        assert abs(xs.min() - x) <= 1 and abs(xs.max() - (x + w - 1)) <= 1, (seed, drawn[-1])
+        assert abs(ys.min() - y) <= 1 and abs(ys.max() - (y + h - 1)) <= 1, (seed, drawn[-1])
 
 
 def test_a_map_of_an_unknown_kind_is_an_error_not_left_unwarped():
