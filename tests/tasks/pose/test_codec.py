@@ -6,6 +6,8 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from sapiens2_ft.tasks.pose.codec import (
     decode_heatmaps,
@@ -258,11 +260,36 @@ def test_coords_round_trip():
         input_to_heatmap_coords(xy, (1, 768), hm_size)
 
 
-def test_device_follows_input():
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+DEVICES = ["meta"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+class MixedDevices(TorchDispatchMode):
+    """Records every operation that meets tensors (not 0-d ones, which any device may take) of two devices."""
+
+    def __init__(self):
+        super().__init__()
+        self.mixed = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        leaves = pytree.tree_leaves((args, kwargs or {}))
+        devices = {t.device.type for t in leaves if isinstance(t, torch.Tensor) and t.dim() > 0}
+        if len(devices) > 1:
+            self.mixed.append(f"{func}: {sorted(devices)}")
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_follows_input(device):
+    """Every output on the input's device, and no operation meets a tensor of another. ``meta`` (shapes only) is a
+    device other than the CPU on any machine: a tensor made without ``device=`` meets the input there. The GPU,
+    where there is one, checks the values too."""
     kpts = torch.tensor([[[10.2, 12.7]]], device=device)
-    heatmaps, tw = encode_heatmaps(kpts, torch.ones(1, 1, device=device), (64, 48), 2.0)
-    coords, scores = decode_heatmaps(heatmaps)
-    flipped = flip_heatmaps(heatmaps, [0])
-    assert {t.device.type for t in (heatmaps, tw, coords, scores, flipped)} == {torch.device(device).type}
-    assert (coords.cpu() - kpts.cpu()).abs().max() < 0.05
+    with MixedDevices() as mode:
+        heatmaps, tw = encode_heatmaps(kpts, torch.ones(1, 1, device=device), (64, 48), 2.0)
+        coords, scores = decode_heatmaps(heatmaps)
+        flipped = flip_heatmaps(heatmaps, [0])
+    assert mode.mixed == []
+    assert {t.device.type for t in (heatmaps, tw, coords, scores, flipped)} == {device}
+    assert heatmaps.shape == (1, 1, 64, 48) and coords.shape == (1, 1, 2) and scores.shape == (1, 1)
+    if device != "meta":
+        assert (coords.cpu() - kpts.cpu()).abs().max() < 0.05
