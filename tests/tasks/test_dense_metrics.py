@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from sapiens2_ft.tasks.matting.metric import MattingMetrics
-from sapiens2_ft.tasks.matting.metric import connectivity_error
+from sapiens2_ft.tasks.matting.metric import connectivity_error, gaussian_derivative_kernel
 from sapiens2_ft.tasks.normal.metric import NormalMetrics
 from sapiens2_ft.tasks.pointmap.metric import PointmapMetrics
 from sapiens2_ft.tasks.seg.metric import SegmentationMetrics
@@ -156,9 +156,22 @@ def test_matting_hand_values_and_split():
     assert scored["mse"].item() == pytest.approx(1.0 / 15)
     assert int(masked.error_counts.sum()) == 15 and int(masked.error_counts[-1]) == 1  # the histogram's pixels too
 
+    two = MattingMetrics()  # per-image values averaged over images: (1.5 + 0) / 2
+    two.update(torch.cat([pred, gt]), torch.cat([gt, gt]))
+    assert two.compute()["sad"].item() == pytest.approx(0.75 / 1000)
+
     batch_gt = torch.rand(2, 1, 12, 12, generator=_gen(1))
     batch_pred = (batch_gt + 0.2 * torch.randn(batch_gt.shape, generator=_gen(2))).clamp(0, 1)
     _split_equal(MattingMetrics, batch_pred, batch_gt)
+
+
+def test_gradient_kernel_size_and_norm():
+    # half size ceil(1.4 sqrt(-2 ln(sqrt(2 pi) 1.4 0.01))) = ceil(3.62) = 4: 9 x 9, unit L2 norm, odd in x, even in y
+    kernel = gaussian_derivative_kernel(1.4)
+    assert kernel.shape == (9, 9) and np.sum(kernel**2) == pytest.approx(1.0)
+    np.testing.assert_allclose(kernel, -kernel[:, ::-1])
+    np.testing.assert_allclose(kernel, kernel[::-1, :])
+    assert kernel[4, 3] > 0 > kernel[4, 5]  # -u g(u): the derivative's sign
 
 
 def test_connectivity_hand_value():
@@ -170,3 +183,8 @@ def test_connectivity_hand_value():
     # that pixel leaves the largest component at t = 0.1 (it is not in gt >= t): l = 0,
     # phi_pred = 1 - 0.5 = 0.5, phi_gt = 1 - 0 = 1 -> 0.5 / 1000
     assert connectivity_error(pred, gt, np.ones_like(gt, dtype=bool)) == pytest.approx(0.5 / 1000)
+    # A shallow dip inside the blob costs nothing (SAD 0.1 / 1000): it leaves at t = 1 with l = 0.9, d_pred = 0 and
+    # d_gt = 0.1 < 0.15; the blob's other pixels never leave (l = 1).
+    pred = gt.copy()
+    pred[1, 0] = 0.9
+    assert connectivity_error(pred, gt, np.ones_like(gt, dtype=bool)) == pytest.approx(0.0, abs=1e-12)
