@@ -49,6 +49,18 @@ def test_segmentation_perfect_and_hand_confusion():
     assert out["mAcc"].item() == pytest.approx((1 / 2 + 1 / 2) / 2)  # classes with GT only
     assert out["aAcc"].item() == pytest.approx(2 / 4)
     assert torch.isnan(m.per_class_iou[3])
+    rows = m.diagnostics().tables["per_class"].rows
+    assert [row[3] for row in rows] == [0.5, 0.5, None, None]  # recall: undefined without ground truth
+
+    m.update(torch.tensor([[[3]]]), torch.tensor([[[3]]]))  # one pixel of class 3, right
+    out = m.compute()
+    assert out["mIoU"].item() == pytest.approx((1 / 2 + 1 / 3 + 0 + 1) / 4)
+    assert out["mAcc"].item() == pytest.approx((1 / 2 + 1 / 2 + 1) / 3)
+    assert out["aAcc"].item() == pytest.approx(3 / 5)
+
+    with pytest.warns(UserWarning, match="before the ``update``"):  # torchmetrics' own warning
+        empty = SegmentationMetrics(num_classes=4).compute()  # nothing seen gives 0, not NaN
+    assert all(v.item() == 0.0 for v in empty.values())
 
 
 def test_segmentation_logits_split_and_errors():
@@ -58,6 +70,11 @@ def test_segmentation_logits_split_and_errors():
     _split_equal(lambda: SegmentationMetrics(3), logits, labels)
     with pytest.raises(ValueError, match="class ids"):
         SegmentationMetrics(2).update(labels, labels)
+    for wrong in ("preds", "target"):  # an id equal to num_classes is out of range too
+        pred, target = labels.clamp(max=2), labels.clamp(max=2)
+        (pred if wrong == "preds" else target)[0, 1, 1] = 3
+        with pytest.raises(ValueError, match="class ids"):
+            SegmentationMetrics(3).update(pred, target)
 
 
 # --------------------------------------------------------------------- normal
