@@ -87,9 +87,13 @@ def test_normal_minimum_grad_and_mask():
     changed_pred, changed_tgt = pred.detach().clone(), target.clone()
     changed_pred[~mask.unsqueeze(1).expand_as(pred)] = 7.0
     changed_tgt[~mask.unsqueeze(1).expand_as(pred)] = float("nan")
+    changed_pred.requires_grad_(True)
     again = normal_loss(changed_pred, changed_tgt, mask.unsqueeze(1))
     for k in out:
-        torch.testing.assert_close(out[k].detach(), again[k])
+        torch.testing.assert_close(out[k].detach(), again[k].detach())
+    _assert_finite_grad(again["loss"], changed_pred)  # NaN targets reach no gradient either
+    with pytest.raises(ValueError, match=r"normal_loss: expected.*\(2, 2, 6, 7\)"):  # not 3 channels, both alike
+        normal_loss(target[:, :2], target[:, :2], mask)
 
 
 def test_normal_hand_value():
@@ -123,9 +127,11 @@ def test_pointmap_minimum_grad_and_mask():
     changed_tgt = target.clone()
     changed_tgt[:, :, :2] = float("nan")
     a = pointmap_loss(pred.detach(), target, mask)
-    b = pointmap_loss(pred.detach(), changed_tgt, mask[:, 0])
+    pred_again = pred.detach().clone().requires_grad_(True)
+    b = pointmap_loss(pred_again, changed_tgt, mask[:, 0])
     for k in a:
-        torch.testing.assert_close(a[k], b[k])
+        torch.testing.assert_close(a[k], b[k].detach())
+    _assert_finite_grad(b["loss"], pred_again)  # NaN targets reach no gradient either
     # the prediction in the invalid rows reaches only the multiscale term: as upstream, bilinear upsampling
     # mixes row 1 into the border row 2
     changed_pred = pred.detach().clone()
