@@ -58,6 +58,9 @@ def test_segmentation_perfect_and_hand_confusion():
     assert out["mAcc"].item() == pytest.approx((1 / 2 + 1 / 2 + 1) / 3)
     assert out["aAcc"].item() == pytest.approx(3 / 5)
 
+    single = SegmentationMetrics(num_classes=2)  # one labelled pixel is enough to score
+    single.update(torch.tensor([[[1, 0]]]), torch.tensor([[[1, 255]]]))
+    assert all(v.item() == 1.0 for v in single.compute().values())
     with pytest.warns(UserWarning, match="before the ``update``"):  # torchmetrics' own warning
         empty = SegmentationMetrics(num_classes=4).compute()  # nothing seen gives 0, not NaN
     assert all(v.item() == 0.0 for v in empty.values())
