@@ -111,6 +111,22 @@ def test_normal_hand_values_mask_and_split():
     _split_equal(NormalMetrics, pred, target, torch.rand(2, 5, 6, generator=_gen(3)) > 0.2)
 
 
+def test_normal_extremes_of_one_pixel_and_an_empty_batch():
+    """0 and 180 degrees land in the first and last 0.01-degree bins (medians 0.005 and 179.995); a batch whose
+    pixels are all masked adds nothing."""
+    up = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64).view(1, 3, 1, 1)
+    for pred, mean, median, within in ((up, 0.0, 0.005, 100.0), (-up, 180.0, 179.995, 0.0)):
+        m = NormalMetrics()
+        m.update(pred.expand(1, 3, 2, 2), up.expand(1, 3, 2, 2), torch.zeros(1, 2, 2, dtype=torch.bool))  # masked
+        m.update(pred, up)
+        out = m.compute()
+        assert (out["angle_mean"].item(), out["angle_rmse"].item()) == pytest.approx((mean, mean), abs=1e-6)
+        assert out["angle_median"].item() == pytest.approx(median, abs=1e-9)
+        assert out["within_5"].item() == out["within_30"].item() == within
+        rows = m.diagnostics().tables["angle_error"].rows  # 1-degree bins over [0, 180]
+        assert len(rows) == 180 and rows[-1][1] == 180.0 and sum(row[2] for row in rows) == 1
+
+
 # ------------------------------------------------------------------- pointmap
 def test_pointmap_constant_offset():
     ys, xs = torch.meshgrid(torch.linspace(-1, 1, 6), torch.linspace(-1, 1, 6), indexing="ij")
@@ -128,6 +144,22 @@ def test_pointmap_constant_offset():
     assert out["normal_angle"].item() == pytest.approx(0.0, abs=1e-4)  # a shift keeps the normals
     noisy = target + 0.05 * torch.randn(target.shape, generator=_gen(4), dtype=torch.float64)
     _split_equal(PointmapMetrics, noisy, target, mask)
+    with pytest.raises(ValueError, match="PointmapMetrics: expected"):  # 2 channels, both alike
+        m.update(pred[:, :2], target[:, :2])
+
+
+def test_pointmap_normal_angle_of_a_tilted_plane():
+    """A flat target (normal along z) and a prediction turned 30 degrees about y: 30 degrees wherever both normals
+    exist; the pixels next to a masked one have none and are left out."""
+    ys, xs = torch.meshgrid(torch.linspace(-1, 1, 5), torch.linspace(-1, 1, 5), indexing="ij")
+    target = torch.stack([xs, ys, torch.full_like(xs, 3.0)]).unsqueeze(0).double()
+    pred = torch.stack([xs, ys, 3.0 + np.tan(np.deg2rad(30.0)) * xs]).unsqueeze(0).double()
+    mask = torch.ones(1, 5, 5, dtype=torch.bool)
+    mask[0, 2, 2] = False
+    m = PointmapMetrics()
+    m.update(pred, target, mask)
+    assert m.compute()["normal_angle"].item() == pytest.approx(30.0, abs=1e-4)
+    assert 0 < m.normal_count < mask.sum()
 
 
 def test_pointmap_known_focal_separates_the_focal_error():
@@ -142,6 +174,9 @@ def test_pointmap_known_focal_separates_the_focal_error():
     expected = (target - pred).pow(2).sum(1).sqrt().mean().item()
     assert out["l2"].item() == pytest.approx(expected) and expected > 0.4
     assert out["l2_known_focal"].item() == pytest.approx(0.0, abs=1e-12)
+    offset = PointmapMetrics()  # by the true focal, 5 cm off along z
+    offset.update(pred, target, None, known_focal=target + torch.tensor([0.0, 0.0, 0.05]).view(1, 3, 1, 1))
+    assert offset.compute()["l2_known_focal"].item() == pytest.approx(0.05)
     plain = PointmapMetrics()
     plain.update(pred, target)
     assert "l2_known_focal" not in plain.compute()
