@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from sapiens2_ft.tasks.matting.metric import MattingMetrics
-from sapiens2_ft.tasks.matting.metric import connectivity_error, gaussian_derivative_kernel
+from sapiens2_ft.tasks.matting.metric import connectivity_error, gaussian_derivative_kernel, gradient_magnitude
 from sapiens2_ft.tasks.normal.metric import NormalMetrics
 from sapiens2_ft.tasks.pointmap.metric import PointmapMetrics
 from sapiens2_ft.tasks.seg.metric import SegmentationMetrics
@@ -201,7 +201,9 @@ def test_matting_hand_values_and_split():
     out = m.compute()
     assert out["sad"].item() == pytest.approx(1.5 / 1000)
     assert out["mse"].item() == pytest.approx((0.25 + 1.0) / 16)
-    assert out["grad"].item() > 0 and out["conn"].item() > 0
+    grad_error = gradient_magnitude(pred[0, 0].double().numpy()) - gradient_magnitude(gt[0, 0].double().numpy())
+    assert out["grad"].item() == pytest.approx((grad_error**2).sum() / 1000) and out["grad"].item() > 0
+    assert out["conn"].item() > 0
     mask = torch.ones(1, 4, 4, dtype=torch.bool)
     mask[0, 0, 0] = False  # (0, 0) out, (1, 3) in: only the error of 1.0 and 14 exact pixels are scored
     masked = MattingMetrics()
@@ -227,6 +229,7 @@ def test_gradient_kernel_size_and_norm():
     np.testing.assert_allclose(kernel, -kernel[:, ::-1])
     np.testing.assert_allclose(kernel, kernel[::-1, :])
     assert kernel[4, 3] > 0 > kernel[4, 5]  # -u g(u): the derivative's sign
+    assert np.unravel_index(np.abs(kernel).argmax(), kernel.shape) in ((4, 3), (4, 5))  # |u| g(u) peaks at 1 px
 
 
 def test_connectivity_hand_value():
@@ -243,3 +246,8 @@ def test_connectivity_hand_value():
     pred = gt.copy()
     pred[1, 0] = 0.9
     assert connectivity_error(pred, gt, np.ones_like(gt, dtype=bool)) == pytest.approx(0.0, abs=1e-12)
+    # Two pixels apart from the blob leave at t = 0.1 (l = 0), so phi = 1 - alpha where alpha >= 0.15, else 1:
+    # (0, 4) gt 0.2, pred 0.5 -> |0.5 - 0.8| = 0.3; (2, 4) gt 0, pred 0.15 (the threshold itself) -> 0.15.
+    gt[0, 4], pred = 0.2, gt.copy()
+    pred[0, 4], pred[2, 4] = 0.5, 0.15
+    assert connectivity_error(pred, gt, np.ones_like(gt, dtype=bool)) == pytest.approx(0.45 / 1000)
