@@ -58,9 +58,10 @@ TARGETS = {
     "sapiens2_ft/tasks/pointmap/metric.py": [*_METRIC_TESTS, "tests/tasks/pointmap/test_focal_floor.py"],
     "sapiens2_ft/tasks/matting/loss.py": _LOSS_TESTS,
     "sapiens2_ft/tasks/matting/metric.py": _METRIC_TESTS,
-    "sapiens2_ft/tasks/dense_maps.py": ["tests/tasks/test_dense_maps.py", *_LOSS_TESTS],
+    "sapiens2_ft/tasks/dense_maps.py": ["tests/tasks/test_dense_maps.py", *_LOSS_TESTS,
+                                        "tests/tasks/test_dense_metrics.py"],
     "datamodules/dense/geometry.py": ["tests/data/test_dense_augment.py", "tests/data/test_dense_data.py",
-                                      "tests/tasks/pointmap/test_pointmap_parity.py"],
+                                      "tests/data/test_cpu_paths.py", "tests/tasks/pointmap/test_pointmap_parity.py"],
     "datamodules/transforms/affine.py": ["tests/data/test_geometry.py", "tests/data/test_pose_data.py",
                                          "tests/data/test_pose_augment_parity.py"],
 }
