@@ -127,6 +127,8 @@ def test_oks_iou_formula():
     scored = oks_iou(np.c_[g, rng.random(K)], np.concatenate([d, rng.random((2, K, 1)) * 50], -1), 4000.0,
                      [4000.0, 6000.0], SIGMAS)
     np.testing.assert_allclose(scored, ious, rtol=1e-12)
+    with pytest.raises(ValueError, match="oks_iou: expected"):  # one keypoint more in d only
+        oks_iou(g, np.concatenate([d, d[:, :1]], 1), 4000.0, [4000.0, 6000.0], SIGMAS)
 
 
 def test_oks_nms_suppresses_duplicate_keeps_distinct():
