@@ -1,5 +1,5 @@
 """The dense maps' helpers: vector lengths (the sum-of-squares form gives torch's norm and normalize, values and
-gradients, zero vectors included), finite differences and the resize of a head's output."""
+gradients, zero vectors included), angles, masks, finite differences and the resize of a head's output."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sapiens2_ft.tasks.dense_maps import finite_differences, resize_to, unit_vectors, vector_length
+from sapiens2_ft.tasks.dense_maps import (
+    angular_error_deg, finite_differences, flatten_mask, resize_to, unit_vectors, vector_length,
+)
 
 
 def _vectors(dtype=torch.float32) -> torch.Tensor:
@@ -58,3 +60,20 @@ def test_resize_to_is_bilinear_on_pixel_centres():
     expected = ((torch.arange(32.0) + 0.5) / 4 - 0.5).clamp(0, 7)
     torch.testing.assert_close(up[0, 0], expected.expand(8, 32))
     assert resize_to(ramp, None) is ramp and resize_to(ramp, (2, 8)) is ramp  # nothing to do: the same tensor
+
+
+def test_angle_of_parallel_vectors_is_zero_not_nan():
+    """Unit vectors' dot products round up to 1 + 2e-16 (25 of these 256): the clamp keeps acos defined."""
+    v = torch.randn(1, 3, 16, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    angle = angular_error_deg(v, 3.0 * v)
+    assert angle.shape == (1, 16, 16) and angle.abs().max() < 1e-5
+    assert angular_error_deg(v, -v).sub(180.0).abs().max() < 1e-5
+
+
+def test_flatten_mask_takes_three_shapes():
+    like = torch.zeros(2, 3, 4, 5)
+    mask = torch.rand(2, 4, 5, generator=torch.Generator().manual_seed(0)) > 0.5
+    assert torch.equal(flatten_mask(mask.unsqueeze(1), like), mask) and torch.equal(flatten_mask(mask.float(), like), mask)
+    assert flatten_mask(None, like).all() and flatten_mask(None, like).shape == (2, 4, 5)
+    with pytest.raises(ValueError, match="mask must be"):
+        flatten_mask(mask.unsqueeze(1).expand(2, 2, 4, 5), like)
