@@ -73,7 +73,8 @@ def test_angle_of_parallel_vectors_is_zero_not_nan():
 def test_flatten_mask_takes_three_shapes():
     like = torch.zeros(2, 3, 4, 5)
     mask = torch.rand(2, 4, 5, generator=torch.Generator().manual_seed(0)) > 0.5
-    assert torch.equal(flatten_mask(mask.unsqueeze(1), like), mask) and torch.equal(flatten_mask(mask.float(), like), mask)
+    assert torch.equal(flatten_mask(mask.unsqueeze(1), like), mask)
+    assert torch.equal(flatten_mask(mask.float(), like), mask)
     assert flatten_mask(None, like).all() and flatten_mask(None, like).shape == (2, 4, 5)
     with pytest.raises(ValueError, match="mask must be"):
         flatten_mask(mask.unsqueeze(1).expand(2, 2, 4, 5), like)

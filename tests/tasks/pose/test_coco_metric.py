@@ -443,7 +443,8 @@ def test_group_ap_leaves_out_people_without_labelled_group_keypoints(tmp_path):
     data = json.loads(ann_file.read_text())
     for ann, visibility in zip(data["annotations"][:2], (0, 1)):  # the two people _perturbed_predictions keeps
         for i in GROUPS["head"]:
-            ann["keypoints"][3 * i: 3 * i + 3] = [0.0, 0.0, 0] if visibility == 0 else [*ann["keypoints"][3 * i:][:2], 1]
+            x, y = ann["keypoints"][3 * i: 3 * i + 2]
+            ann["keypoints"][3 * i: 3 * i + 3] = [0.0, 0.0, 0] if visibility == 0 else [x, y, 1]
     ann_file.write_text(json.dumps(data))
     metric = CocoKeypointAP(ann_file, SIGMAS, groups=GROUPS)
     _update(metric, _perturbed_predictions(gt["anns"]))
