@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import shutil
 
 import cv2
@@ -42,10 +44,11 @@ def test_task_defaults_are_upstream_and_checked():
     assert (normal.blur_prob, normal.noise_prob, normal.solarize_prob, normal.rotate_prob) == (0.3, 0.3, 0.3, 0.0)
     pointmap = resolve_augment({}, "pointmap")  # no down/up-sampling, blur, noise or solarize upstream
     assert (pointmap.downup_prob, pointmap.blur_prob, pointmap.noise_prob, pointmap.solarize_prob) == (0, 0, 0, 0)
-    old = resolve_augment({}, "matting")  # the generic set of before, for every task that asks for it
-    assert resolve_augment({"pipeline": "generic"}, "seg") == old
+    old = resolve_augment({"pipeline": "generic"}, "seg")  # the generic set of before, for every task that asks
     assert (old.flip_prob, old.scale_range, old.photometric_prob, old.blur_prob, old.dropout_prob) == (
         0.5, (0.75, 1.5), 0.5, 0.1, 0.0)
+    matting = resolve_augment({}, "matting")  # the generic set without blur (it breaks I = aF + (1 - a)B)
+    assert matting == dataclasses.replace(old, blur_prob=0.0)
     assert validation_fit(seg, "seg") == "stretch" and validation_fit(None, "normal") == "letterbox"
     assert resolve_augment(resolve_augment({"flip_prob": 0.1}, "seg"), "seg").flip_prob == 0.1  # idempotent
     with pytest.raises(ValueError, match="rotate_prob must be 0 for task 'pointmap'"):
