@@ -65,7 +65,7 @@ def main() -> None:
         start = time.perf_counter()
         with contextlib.redirect_stderr(io.StringIO()), torch.autocast(
                 device_type, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-            predict_images([Model(module, "pose", out)], images, batch, FileBoxes(boxes), ids, workers=workers)
+            predict_images([Model(module.inference, "pose", out)], images, batch, FileBoxes(boxes), ids, workers=workers)
         if device_type == "cuda":
             torch.cuda.synchronize()
         return people / (time.perf_counter() - start)

@@ -11,6 +11,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset
 
 from datamodules.hparams import as_dataclass, plain_hparams
+from datamodules.keypoints.metainfo import KeypointMetainfo
 from datamodules.loaders import TrainPosition, make_loader
 from datamodules.mixing import MixedDataset, SourceCount, source_names
 from datamodules.synthetic_data import SyntheticData, render_if_missing
@@ -32,6 +33,9 @@ class SampleDataModule(L.LightningDataModule):
     """
 
     hparams_ignore: tuple[str, ...] = ()  # arguments left out of the hyper-parameters
+    # The label set its samples carry, where it has one (what the data sheet draws): a keypoint set, class names.
+    metainfo: KeypointMetainfo | None = None
+    class_names: list[str] | None = None
 
     def __init__(
         self,

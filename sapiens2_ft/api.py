@@ -89,17 +89,18 @@ def load(model: str | Path, device: str | None = None, keypoints: str | None = N
     """The model of ``python -m sapiens2_ft.predict --model MODEL``: an exported directory (``summary["export"]``),
     a hub id, or a training checkpoint (exported to a temporary folder first). ``device``: default ``cuda`` when
     there is one; ``keypoints``: pose, a keypoint set when the directory has none; ``precision``: ``auto`` (bf16
-    autocast on a GPU), ``fp32`` or ``bf16``."""
+    autocast on a GPU), ``fp32`` or ``bf16``. An exported directory or hub id loads without the training stack
+    (Lightning, wandb, pycocotools, torchmetrics are not imported)."""
     import torch
 
-    from sapiens2_ft.predict.loading import load_module
+    from sapiens2_ft.predict.loading import load_inference
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     scratch = Path(tempfile.gettempdir()) / f"sapiens2-ft-load-{uuid.uuid4().hex[:8]}"  # created for checkpoints only
     with command_errors("load"):
-        module, task = load_module(str(model), scratch, keypoints, device)
+        inference, task = load_inference(str(model), scratch, keypoints, device)
     bf16 = precision == "bf16" or (precision == "auto" and torch.device(device).type == "cuda")
-    return Predictor(module, task, bf16)
+    return Predictor(inference, bf16)
 
 
 Boxes = Union[None, Sequence[np.ndarray], Callable[[list], list]]
@@ -109,25 +110,21 @@ class Predictor:
     """A loaded task model. ``predict(images)`` gives one result per image, as ``python -m sapiens2_ft.predict``
     computes it (same crops, flip test, decoding and resizing):
 
-    - pose: ``{"name", "people": [{"points": (K, 2) image px, "scores": (K,), "score", "bbox": [x, y, w, h]}]}``;
-    - dense tasks: ``{"name", "maps": {output: (C, H, W) float32 at the image's size}, "files": {suffix: array}}``,
-      ``files`` being what predict writes as ``NAME<suffix>`` (class ids, ``.npy`` normals or metric XYZ, alpha;
-      the pictures in BGR order, as ``cv2.imwrite`` takes them).
+    - a model that takes person boxes (pose): ``{"name", "people": [{"points": (K, 2) image px, "scores": (K,),
+      "score", "bbox": [x, y, w, h]}]}``;
+    - a whole-image model (the dense tasks): ``{"name", "maps": {output: (C, H, W) float32 at the image's size},
+      "files": {suffix: array}}``, ``files`` being what predict writes as ``NAME<suffix>`` (class ids, ``.npy``
+      normals or metric XYZ, alpha; the pictures in BGR order, as ``cv2.imwrite`` takes them).
 
     ``name`` is the image's path relative to a folder given, the path given, or None for an array.
-    Attributes: ``task``, ``labels`` (keypoint or class names), ``module`` (the task's LightningModule).
+    Attributes: ``task``, ``labels`` (keypoint or class names), ``inference`` (the task's inference object,
+    ``sapiens2_ft.tasks.inference.TaskInference``: its model, pictures, findings).
     """
 
-    def __init__(self, module, task: str, bf16: bool = False):
-        self.module, self.task, self.bf16 = module, task, bf16
+    def __init__(self, inference, bf16: bool = False):
+        self.inference, self.task, self.bf16 = inference, inference.task, bf16
         self._detector = None
-        self.labels = list(getattr(module, "labels", None) or [])
-
-    @property
-    def is_pose(self) -> bool:
-        from sapiens2_ft.tasks.registry import task_spec
-
-        return task_spec(self.task).predictor == "crops"
+        self.labels = list(inference.labels)
 
     def predict(self, images: ImagesLike, boxes: Boxes = None, batch_size: int = 8,
                 focal: float | None = None) -> list[dict]:
@@ -140,31 +137,28 @@ class Predictor:
         """
         import torch
 
-        from sapiens2_ft.predict.dense import dense_files, dense_maps
-        from sapiens2_ft.predict.pose import estimate
-
         names, arrays = read_images(images)
-        if boxes is not None and not self.is_pose:
-            raise ValueError(f"boxes are for pose models; this one is {self.task}")
-        if focal is not None and self.is_pose:
-            raise ValueError("focal is for pointmap models; this one is pose")
-        if self.is_pose and boxes is None:
+        takes_boxes = self.inference.takes_person_boxes
+        if boxes is not None and not takes_boxes:
+            raise ValueError(f"boxes are for pose models (they take person boxes); this one is {self.task}")
+        if focal is not None and not self.inference.takes_focal:
+            raise ValueError(f"focal is for pointmap models; this one is {self.task}")
+        if takes_boxes and boxes is None:
             boxes = self.detector()
         if boxes is not None and not callable(boxes) and not isinstance(boxes, str) and len(boxes) != len(arrays):
             raise ValueError(f"boxes: {len(boxes)} entries for {len(arrays)} images (one array per image)")
-        device_type = torch.device(self.module.device).type
         results: list[dict] = []
-        with torch.no_grad(), torch.autocast(device_type, dtype=torch.bfloat16, enabled=self.bf16):
+        with torch.no_grad(), torch.autocast(self.inference.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             for start in range(0, len(arrays), batch_size):
                 chunk, chunk_names = arrays[start:start + batch_size], names[start:start + batch_size]
-                if self.is_pose:
-                    people = estimate(self.module, chunk, person_boxes(boxes, chunk, start), batch_size)
+                if takes_boxes:
+                    people = self.inference.estimate(chunk, person_boxes(boxes, chunk, start), batch_size)
                     results += [{"name": n, "people": p} for n, p in zip(chunk_names, people)]
                     continue
-                for name, image, maps in zip(chunk_names, chunk, dense_maps(self.module, chunk, focal)):
+                for name, image, maps in zip(chunk_names, chunk, self.inference.image_outputs(chunk, focal)):
                     results.append({"name": name,
                                     "maps": {k: v[0].float().cpu().numpy() for k, v in maps.items()},
-                                    "files": dense_files(self.module, image, maps, None)})
+                                    "files": self.inference.files(maps, 0, image)})
         return results
 
     def detector(self):
@@ -173,7 +167,7 @@ class Predictor:
             from sapiens2_ft.models.detector import DEFAULT_DETECTOR, DetectorError, PersonDetector
 
             try:
-                self._detector = PersonDetector(device=str(self.module.device))
+                self._detector = PersonDetector(device=str(self.inference.device))
             except DetectorError as err:
                 raise CommandError(f"predict: {err}\nPose needs the people's boxes: boxes=PersonDetector(DIR) (a local "
                                    f"copy of {DEFAULT_DETECTOR} or another detector), one box array per image, or "
@@ -181,7 +175,7 @@ class Predictor:
         return self._detector
 
     def __repr__(self) -> str:
-        return f"Predictor(task={self.task!r}, labels={len(self.labels)}, device={self.module.device})"
+        return f"Predictor(task={self.task!r}, labels={len(self.labels)}, device={self.inference.device})"
 
 
 def person_boxes(boxes: Boxes, images: list[np.ndarray], start: int) -> list[np.ndarray]:

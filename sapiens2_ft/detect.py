@@ -20,9 +20,10 @@ from tqdm import tqdm
 
 from sapiens2_ft.check_data import DataCheckCLI
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR, box_iou, xywh_to_xyxy
-from sapiens2_ft.predict.boxes import add_box_arguments, box_source
+from sapiens2_ft.predict.boxes import add_box_arguments, box_argument_problems, box_source
 from sapiens2_ft.predict.inputs import read_chunk
-from sapiens2_ft.tasks.registry import task_spec
+from sapiens2_ft.problems import Problems
+from sapiens2_ft.tasks.registry import takes_person_boxes
 from sapiens2_ft.training.cli import resolve_config_args, task_of
 
 
@@ -46,9 +47,12 @@ def main(argv: list[str] | None = None) -> Path:
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     rest = resolve_config_args(rest)
     task = task_of(rest)
-    if task_spec(task).predictor != "crops":
-        raise SystemExit(f"--config: detect is for the configs of a task that crops people (pose); this one is "
-                         f"task {task}")
+    problems = Problems(box_argument_problems(args))
+    problems.check(args.batch_size >= 1, f"--batch_size: give at least 1 image per forward pass, got {args.batch_size}")
+    problems.check(not (args.detector and args.boxes_from_seg), "give one of --detector and --boxes_from_seg")
+    problems.check(takes_person_boxes(task), f"--config: detect is for the configs of a task that crops people (pose); this "
+                                   f"one is task {task}")
+    problems.exit()
     cli = DataCheckCLI(task, args=rest, run=False, seed_everything_default=0, auto_configure_optimizers=False)
     data = cli.datamodule
     data.prepare_data()

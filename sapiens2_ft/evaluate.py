@@ -26,11 +26,12 @@ import torch
 
 from sapiens2_ft.check_data import DataCheckCLI
 from sapiens2_ft.models.checkpoints import CheckpointError, is_distributed_checkpoint, read_info
-from sapiens2_ft.predict.loading import resolve_model
+from sapiens2_ft.predict.loading import model_problem, resolve_model
+from sapiens2_ft.problems import Problems
 from sapiens2_ft.tasks.registry import task_of_config
+from sapiens2_ft.tasks.saved_model import exported_input_size
 from sapiens2_ft.training.callbacks.diagnostics import write_diagnostics
 from sapiens2_ft.training.cli import resolve_config_args, task_of
-from sapiens2_ft.training.hf_export import exported_input_size
 from sapiens2_ft.training.model_card import dataset_entry, refresh_results
 from sapiens2_ft.training.run_dir import run_name
 
@@ -91,10 +92,25 @@ def evaluation_module(recipe_module, model: str):
     return module_class(**kwargs), None
 
 
+def checked_arguments(args, rest: list[str]) -> list[str]:
+    """``rest`` with its config names resolved, after every problem of the arguments is reported at once."""
+    problems = Problems([model_problem(args.model)] if model_problem(args.model) else [])
+    problems.check(any(a == "--config" or a.startswith("--config=") for a in rest),
+                   "--config: give the recipe whose data and metric to evaluate with")
+    try:
+        rest = resolve_config_args(rest)
+    except SystemExit as err:
+        problems.append(str(err.code))
+    problems.check(not (args.boxes and args.detector), "give one of --boxes and --detector")
+    problems.check(not args.boxes or Path(args.boxes).is_file(), f"--boxes: '{args.boxes}' is not a file")
+    problems.check(0 <= args.det_threshold <= 1, f"--det_threshold: the minimum person score is between 0 and 1, "
+                                                 f"got {args.det_threshold}")
+    problems.exit()
+    return rest
+
+
 def detector_boxes(args, rest: list[str], out: Path) -> list[str]:
     """``rest`` with ``--data.val_detections`` set to the boxes of ``--boxes`` or of ``--detector``."""
-    if args.boxes and args.detector:
-        raise SystemExit("give one of --boxes and --detector")
     if args.boxes:
         return [*rest, "--data.val_detections", str(Path(args.boxes).resolve())]
     if args.detector:
@@ -133,9 +149,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--precision", default="32-true", choices=["32-true", "bf16-mixed"],
                         help="compute precision (bf16-mixed: faster on GPUs and CPUs with bf16, slightly other scores)")
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
-    rest = resolve_config_args(rest)
-    if not any(a == "--config" or a.startswith("--config=") for a in rest):
-        raise SystemExit("--config: give the recipe whose data and metric to evaluate with")
+    rest = checked_arguments(args, rest)
     out = Path(args.out) if args.out else Path("eval") / run_name([a for a in rest if a.endswith(".yaml")])
     if not sets(rest, "--data.input_size"):
         rest += ["--data.input_size", json.dumps(model_input_size(args.model))]

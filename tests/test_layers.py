@@ -17,6 +17,7 @@ LAYERS = {
     "datamodules": 0,  # data
     "sapiens2_ft.compat": 1,  # Lightning / torchmetrics internals, below everything of sapiens2_ft
     "sapiens2_ft.resources": 1,  # where the shipped configs/ and assets/ are (imports nothing of ours)
+    "sapiens2_ft.problems": 1,  # every problem of a command's arguments in one message (imports nothing of ours)
     "sapiens2_ft.models": 1,
     "sapiens2_ft.tasks": 2,
     "sapiens2_ft.training": 3,
@@ -33,7 +34,7 @@ LAYERS = {
 }
 LAYER_NAMES = ("data", "models", "tasks", "training", "apps")
 SHARED_TASK_MODULES = {"registry", "heads", "base", "dense_maps", "visualize",  # tasks/*.py: any task may use them
-                       "sample_pictures", "sample_sheet", "diagnostics"}
+                       "sample_pictures", "sample_sheet", "diagnostics", "inference", "saved_model"}
 
 
 def module_name(path: Path) -> str:
@@ -162,3 +163,30 @@ else:
 """
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == f"ok {len(names)}", result.stdout
+
+
+TRAINING_STACK = ("lightning", "wandb", "pycocotools", "torchmetrics")
+
+
+def test_a_saved_model_predicts_without_the_training_stack(tiny_pose308_dir, tmp_path):
+    """``sapiens2_ft.load(export).predict(images)``, a person-box task and a whole-image one, in a fresh process,
+    imports none of Lightning, wandb, pycocotools and torchmetrics (the inference objects of tasks/inference.py)."""
+    from conftest import tiny_pose_config
+    from transformers import Sapiens2ForSemanticSegmentation
+
+    seg = Sapiens2ForSemanticSegmentation(tiny_pose_config(29))
+    seg.config.architectures = [type(seg).__name__]
+    seg.save_pretrained(tmp_path / "seg")
+    code = f"""
+import sys
+import numpy as np
+import sapiens2_ft
+image = np.zeros((64, 48, 3), np.uint8)
+pose = sapiens2_ft.load({str(tiny_pose308_dir)!r}, device="cpu").predict([image], boxes="whole_image")
+seg = sapiens2_ft.load({str(tmp_path / "seg")!r}, device="cpu").predict([image])
+assert pose[0]["people"][0]["points"].shape == (308, 2) and seg[0]["files"][".png"].shape == (64, 48)
+print(sorted({{name.split(".")[0] for name in sys.modules}} & {set(TRAINING_STACK)!r}))
+"""
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout

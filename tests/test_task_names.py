@@ -1,16 +1,21 @@
 """No task-name literals outside the task registry and the task folders: what the apps and the training layer
-need of a task comes from its ``TaskSpec`` or its module's hooks (docs/architecture.md, "nothing else lists
-tasks"). A literal such as ``task == "seg"`` or ``results["matting"]`` is how a five-way if-chain starts."""
+need of a task comes from its ``TaskSpec`` or its inference object's declared capabilities (docs/architecture.md,
+"nothing else lists tasks"). A literal such as ``task == "seg"`` or ``results["matting"]`` is how a five-way
+if-chain starts; so are its proxies: ``spec.label_arg == "keypoints"`` (a registry field compared with a literal),
+``callable(getattr(module, "with_focal", None))`` (a capability guessed from a task class's member) and
+``type(module).people is not TaskModule.people`` (method identity)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+from sapiens2_ft.tasks.base import RunModule, TaskModule
 from sapiens2_ft.tasks.registry import TASKS
 
 REPO = Path(__file__).resolve().parents[1]
 ALLOWED = ("sapiens2_ft/tasks/registry.py",)  # and every task folder, sapiens2_ft/tasks/<task>/
+SPEC_KINDS = {"predictor", "label_arg", "label_kind", "model_class"}  # TaskSpec fields that tell tasks apart
 
 
 def docstrings(tree: ast.AST) -> set[int]:
@@ -57,3 +62,74 @@ def f(task, results, module):
 '''
     assert task_literals(code) == [(4, "pose"), (5, "matting"), (6, "normal"), (6, "pointmap"), (8, "multitask")]
     assert len(checked_files()) > 40 and REPO / "sapiens2_ft" / "predict" / "sheet.py" in checked_files()
+
+
+def task_members() -> set[str]:
+    """What the task classes have beyond every module's: the methods and class attributes of the classes in the
+    task folders and of the inference base (capabilities, hooks), and pose's ``metainfo``; less the members of
+    ``TaskModule`` and of the training layer's ``RunModule``, which any module has."""
+    files = [REPO / "sapiens2_ft" / "tasks" / "inference.py"]
+    files += [p for p in (REPO / "sapiens2_ft" / "tasks").glob("*/*.py") if p.parent.name in TASKS]
+    names = {"metainfo"}
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            for item in node.body if isinstance(node, ast.ClassDef) else ():
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(item.name)
+                elif isinstance(item, (ast.Assign, ast.AnnAssign)):
+                    targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+                    names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names - set(dir(TaskModule)) - set(dir(RunModule)) - set(RunModule.__annotations__)
+
+
+def is_class_member(node: ast.AST) -> bool:
+    """``type(x).name`` or ``Class.name``: a member looked up on a class (objects compared by identity are not)."""
+    if not isinstance(node, ast.Attribute):
+        return False
+    owner = node.value
+    return (isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "type") or \
+        (isinstance(owner, ast.Name) and owner.id[:1].isupper())
+
+
+def task_kind_proxies(source: str, members: set[str]) -> list[tuple[int, str]]:
+    """(line, what) of each stand-in for a task-name test: a ``TaskSpec`` kind field compared with a string literal,
+    ``getattr`` / ``hasattr`` of a task class's member by name, and two attributes compared by identity."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            fields = [s.attr if isinstance(s, ast.Attribute) else s.id for s in sides
+                      if isinstance(s, (ast.Attribute, ast.Name)) and (getattr(s, "attr", None) or s.id) in SPEC_KINDS]
+            if fields and any(isinstance(s, ast.Constant) and isinstance(s.value, str) for s in sides):
+                found.append((node.lineno, f"{fields[0]} compared with a string"))
+            if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops) and all(is_class_member(s) for s in sides):
+                found.append((node.lineno, f"method identity ({sides[0].attr})"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in members:
+            found.append((node.lineno, f"{node.func.id}(..., {node.args[1].value!r})"))
+    return sorted(found)
+
+
+def test_no_task_kind_proxies_outside_the_registry_and_the_task_folders():
+    members = task_members()
+    found = [f"{p.relative_to(REPO)}:{line}: {what}" for p in checked_files()
+             for line, what in task_kind_proxies(p.read_text(), members)]
+    assert not found, ("tasks told apart by proxy (declare the capability on the TaskSpec or the inference class, "
+                       "and ask that):\n" + "\n".join(found))
+
+
+def test_the_proxy_check_sees_each_kind():
+    """The check above passes on code without proxies; make sure it would see each of them."""
+    code = '''def f(spec, module, m):
+    if spec.predictor == "crops" or "keypoints" != spec.label_arg:
+        pass
+    focal = callable(getattr(module, "with_focal", None))
+    people = type(module).people is not TaskModule.people
+    sets = hasattr(m, "metainfo"), getattr(module, "task", None), spec.label_arg is None, m.model is module.model
+'''
+    members = task_members()
+    assert {"with_focal", "people", "finds_people", "takes_person_boxes", "metainfo"} <= members
+    assert not {"task", "labels", "predict", "validation_panels"} & members  # what every module has
+    assert task_kind_proxies(code, members) == [
+        (2, "label_arg compared with a string"), (2, "predictor compared with a string"),
+        (4, "getattr(..., 'with_focal')"), (5, "method identity (people)"), (6, "hasattr(..., 'metainfo')")]

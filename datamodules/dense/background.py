@@ -14,8 +14,6 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from datamodules.synthetic.background import random_background
-
 BACKGROUND_SUFFIXES = (".jpg", ".jpeg", ".png")
 
 
@@ -36,6 +34,9 @@ class BackgroundSource:
     def __call__(self, rng: np.random.Generator, height: int, width: int) -> np.ndarray:
         """HxWx3 uint8 RGB background."""
         if not self.files:
+            # Imported here: the synthetic package (its COCO writer's pycocotools) stays out of inference's imports.
+            from datamodules.synthetic.background import random_background
+
             return (random_background(rng, height, width) * 255).astype(np.uint8)
         path = self.files[int(rng.integers(len(self.files)))]
         bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)

@@ -20,10 +20,10 @@ from pathlib import Path
 import torch
 
 from sapiens2_ft.app.service import Demo, Limits
-from sapiens2_ft.predict.boxes import add_box_arguments, box_source, whole_image
-from sapiens2_ft.predict.loading import load_module
+from sapiens2_ft.predict.boxes import add_box_arguments, box_argument_problems, box_source, whole_image
+from sapiens2_ft.predict.loading import load_inference, model_problem
 from sapiens2_ft.predict.run import Model
-from sapiens2_ft.tasks.base import finds_people
+from sapiens2_ft.problems import Problems, exit_on_problems
 
 
 def parser() -> argparse.ArgumentParser:
@@ -46,21 +46,35 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def argument_problems(args) -> list[str]:
+    """Every problem of the arguments seen before a model is loaded, each naming its argument."""
+    problems = Problems(filter(None, [model_problem(m) for m in args.model]))
+    problems += box_argument_problems(args)
+    problems.check(args.batch_size >= 1, f"--batch_size: give at least 1 per forward pass, got {args.batch_size}")
+    problems.check(args.max_megapixels > 0, f"--max_megapixels: must be > 0, got {args.max_megapixels}")
+    problems.check(args.max_frames >= 1, f"--max_frames: give at least 1 frame, got {args.max_frames}")
+    problems.check(args.max_upload_mb >= 1, f"--max_upload_mb: give at least 1 MB, got {args.max_upload_mb}")
+    return problems
+
+
 def load_demo(args, scratch: Path) -> Demo:
     """The models of ``--model`` (one per task) and pose's box source, loaded once."""
+    exit_on_problems(argument_problems(args))
     models: list[Model] = []
     loaded: dict[str, tuple] = {}
+    problems = Problems()
     for k, name in enumerate(args.model):
-        module, task = load_module(name, scratch / "models" / str(k), args.keypoints, args.device)
-        if task in [m.task for m in models]:
-            raise SystemExit(f"--model: two {task} models ({name}); give one model per task")
-        models.append(Model(module, task, scratch / task))
-        loaded[name] = module, task
-    pose = any(m.is_pose for m in models)
-    if (args.detector or args.boxes_from_seg) and not pose:
-        raise SystemExit("--detector and --boxes_from_seg are for pose models; no --model is one")
-    if pose and not (args.detector or args.boxes_from_seg):  # a seg (or matting) model given finds the people
-        args.boxes_from_seg = next((name for name, (module, _) in loaded.items() if finds_people(module)), None)
+        inference, task = load_inference(name, scratch / "models" / str(k), args.keypoints, args.device)
+        problems.check(task not in [m.task for m in models], f"--model: two {task} models ({name}); give one model "
+                                                             f"per task")
+        models.append(Model(inference, task, scratch / task))
+        loaded[name] = inference, task
+    takes_boxes = any(m.inference.takes_person_boxes for m in models)
+    problems.check(takes_boxes or not (args.detector or args.boxes_from_seg),
+                   "--detector and --boxes_from_seg are for pose models; no --model is one")
+    problems.exit()
+    if takes_boxes and not (args.detector or args.boxes_from_seg):  # a seg (or matting) model given finds the people
+        args.boxes_from_seg = next((name for name, (inference, _) in loaded.items() if inference.finds_people), None)
     source = box_source(args, scratch, loaded) or whole_image
     boxes = (f"the person detector {args.detector}" if args.detector else
              f"the people {args.boxes_from_seg} finds" if args.boxes_from_seg else "the whole image is one person")

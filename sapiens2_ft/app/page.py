@@ -59,7 +59,7 @@ def describe(demo: Demo, names: list[str]) -> str:
     """The page's heading: the models, their labels, and where pose's people come from."""
     lines = ["# Sapiens2 demo", ""]
     for name, m in zip(names, demo.models):
-        labels = list(getattr(m.module, "labels", []) or [])
+        labels = m.inference.labels
         lines.append(f"- **{m.task}**: `{model_title(name)}` ({len(labels)} {'labels' if labels else 'outputs'})")
     lines += ["", f"Person boxes for pose: {demo.boxes}. Fine-tuned with sapiens2-ft."]
     return "\n".join(lines)

@@ -89,10 +89,10 @@ class Demo:
                  limits: Limits = Limits(), boxes: str = "the whole image"):
         self.models, self.source, self.batch_size, self.limits = models, source, batch_size, limits
         self.boxes = boxes  # in words, for the page
-        self.modules = {m.task: m.module for m in models}
+        self.inferences = {m.task: m.inference for m in models}
         self.lock = threading.Lock()
-        device = torch.device(models[0].module.device)
-        self.bf16 = device.type == "cuda"  # as predict's --precision auto
+        self.device_type = models[0].inference.device.type
+        self.bf16 = self.device_type == "cuda"  # as predict's --precision auto
 
     def photo(self, path: str | Path) -> tuple[list[tuple[np.ndarray, str]], dict]:
         """(title, RGB picture) per task and the sheet, and the JSON of what each task found, for one image file."""
@@ -110,14 +110,14 @@ class Demo:
 
     def run(self, image: np.ndarray) -> tuple[list[tuple[np.ndarray, str]], dict]:
         """The pictures and findings of one RGB uint8 image."""
-        with self.lock, torch.autocast(self.models[0].module.device.type, torch.bfloat16, enabled=self.bf16):
+        with self.lock, torch.autocast(self.device_type, torch.bfloat16, enabled=self.bf16):
             [result], masks = infer_chunk(self.models, ["image"], [image], self.source, self.batch_size)
         people = masks[0].numpy() if masks is not None else None
-        pictures = [self.modules[task].picture(found, image, people)[::-1] for task, found in result.items()]
+        pictures = [self.inferences[task].picture(found, image, people)[::-1] for task, found in result.items()]
         if len(self.models) > 1:
-            pictures.append((sheet(image, result, self.modules, people), "sheet"))
+            pictures.append((sheet(image, result, self.inferences, people), "sheet"))
         findings = {"image": {"width": image.shape[1], "height": image.shape[0]}, "person_boxes": self.boxes}
-        findings.update({task: self.modules[task].findings(found) for task, found in result.items()})
+        findings.update({task: self.inferences[task].findings(found) for task, found in result.items()})
         return pictures, json.loads(json.dumps(findings))  # plain JSON types only
 
     def video(self, path: str | Path, out: Path) -> tuple[Path, dict]:
@@ -128,7 +128,7 @@ class Demo:
             raise DemoError(str(err).replace("--input ", "")) from None
         first = FirstFrames(frames, self.limits.max_frames)
         out.mkdir(parents=True, exist_ok=True)
-        with self.lock, torch.autocast(self.models[0].module.device.type, torch.bfloat16, enabled=self.bf16):
+        with self.lock, torch.autocast(self.device_type, torch.bfloat16, enabled=self.bf16):
             try:
                 clip, records = predict_video(self.models, first, out, self.batch_size, self.source)
             except SystemExit as err:

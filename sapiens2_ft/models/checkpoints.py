@@ -30,13 +30,11 @@ class CheckpointError(ValueError):
     """A checkpoint cannot be used as asked; the message says why and what to do."""
 
 
-def model_record(module) -> dict:
-    """What a module stores in its checkpoints to rebuild its model: task, config, keypoint set, and the LoRA
-    settings of a model with adapters (``{"lora": {"rank", "alpha", ...}}``)."""
-    record = {"task": module.task, "model_config": module.model.config.to_dict()}
-    if getattr(module, "metainfo", None) is not None:
-        record["keypoints"] = module.metainfo.to_dict()
-    lora = getattr(module, "lora", None)
+def model_record(task: str, config, lora: LoraOptions | None = None, extra: dict | None = None) -> dict:
+    """What a module stores in its checkpoints to rebuild its model: task, config, the task's own record (``extra``,
+    pose: its keypoint set as ``{"keypoints": ...}``), and the LoRA settings of a model with adapters
+    (``{"adapters": {"lora": {"rank", "alpha", ...}}}``)."""
+    record = {"task": task, "model_config": config.to_dict(), **(extra or {})}
     if lora is not None and lora.rank > 0:
         record["adapters"] = {"lora": asdict(lora)}
     return record

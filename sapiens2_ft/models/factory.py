@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -159,33 +159,64 @@ def configure(config: Sapiens2Config, labels: Sequence[str], image_size, pos_emb
     return config
 
 
-def build_model(
-    model_class: type,
-    labels: Sequence[str],
-    image_size: Sequence[int],
-    heads: dict[str, dict],
-    pretrained: str | None = None,
-    size: str | None = None,
-    head: dict | None = None,
-    pos_embed_rescale: float | None = None,
-    flip_pairs: Sequence[Sequence[int]] | None = None,
-    attn_implementation: str = "sdpa",
-    released_labels: Sequence[str] = (),
-    rows_by_name: bool = True,
-    holds_head: Callable[[Sapiens2Config], bool] | None = None,
-) -> tuple[nn.Module, LoadReport]:
-    """Build the transformers ``model_class`` (a ``Sapiens2For<Task>``) for ``labels`` (keypoint or class names).
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a task model's weights come from and how it is set up: the run's ``model.*`` keys.
 
-    ``heads``: the released head layout per backbone size (a new head takes the one of its size).
-    ``head`` overrides the head layout (``Sapiens2HeadConfig`` kwargs). ``pos_embed_rescale`` is the RoPE
-    coordinate augmentation of pretraining: off (None) by default. ``rows_by_name``: the outputs are a label set
-    whose rows a checkpoint of other labels hands over by name (``released_labels``: the names of its unnamed
-    rows); False for fixed output channels. ``holds_head(config)``: whether a checkpoint of ``model_class`` holds
-    this task's head (tasks may share a class); when not, it gives its backbone only, as another class's does
-    (None: every checkpoint of the class holds it).
+    Args:
+        pretrained: Hub id or local ``save_pretrained`` directory; None: random init from ``size``.
+        size: Backbone preset when ``pretrained`` is unset.
+        head: Head layout override (``Sapiens2HeadConfig`` kwargs); None: the released layout of the size.
+        pos_embed_rescale: RoPE coordinate augmentation of pretraining; None: off.
+        attn_implementation: ``sdpa`` or ``eager``.
     """
-    labels = list(labels)
-    if pretrained is None:
+
+    pretrained: str | None = None
+    size: str | None = None
+    head: dict | None = None
+    pos_embed_rescale: float | None = None
+    attn_implementation: str = "sdpa"
+
+
+@dataclass(frozen=True)
+class ModelTarget:
+    """What a task's model must be (this layer knows no task names: the task registry gives all of it).
+
+    Args:
+        model_class: The transformers class (a ``Sapiens2For<Task>``).
+        labels: Its output rows (keypoint or class names, or the fixed channels).
+        image_size: The network input (H, W).
+        heads: The released head layout per backbone size (a new head takes the one of its size).
+        flip_pairs: Mirror pairs of the rows (pose), recorded in the config.
+        released_labels: The names of a checkpoint's unnamed rows (when their count fits).
+        rows_by_name: The outputs are a label set whose rows a checkpoint of other labels hands over by name;
+            False for fixed output channels.
+        holds_head: Whether a checkpoint of ``model_class`` holds this task's head (tasks may share a class); when
+            not, it gives its backbone only, as another class's does (None: every checkpoint of the class holds it).
+        task: The task's name, for messages.
+        label_kind: What one label is, for messages (``keypoint``, ``class``, ``output``).
+    """
+
+    model_class: type
+    labels: Sequence[str]
+    image_size: Sequence[int]
+    heads: Mapping[str, dict]
+    flip_pairs: Sequence[Sequence[int]] | None = None
+    released_labels: Sequence[str] = ()
+    rows_by_name: bool = True
+    holds_head: Callable[[Sapiens2Config], bool] | None = None
+    task: str = ""
+    label_kind: str = "output"
+
+
+def build_model(target: ModelTarget, source: ModelSource = ModelSource()) -> tuple[nn.Module, LoadReport]:
+    """Build ``target.model_class`` for ``target.labels`` from ``source``: see the module docstring for what
+    happens to the weights."""
+    labels, heads = list(target.labels), dict(target.heads)
+    model_class, image_size, size, head = target.model_class, target.image_size, source.size, source.head
+    pos_embed_rescale, flip_pairs, attn_implementation = (source.pos_embed_rescale, target.flip_pairs,
+                                                          source.attn_implementation)
+    if source.pretrained is None:
         if size not in presets.BACKBONES:
             raise ValueError(f"model.size must be one of {sorted(presets.BACKBONES)} when model.pretrained is not set")
         config = Sapiens2Config(**presets.BACKBONES[size], attn_implementation=attn_implementation)
@@ -193,16 +224,17 @@ def build_model(
         configure(config, labels, image_size, pos_embed_rescale, flip_pairs, None, heads)
         return model_class(config), LoadReport(f"size preset '{size}'", backbone="random", head="random")
 
-    path = resolve_pretrained(pretrained)
+    path = resolve_pretrained(source.pretrained)
     config = Sapiens2Config.from_pretrained(path)
     architecture = (config.architectures or ["Sapiens2Model"])[0]
-    report = LoadReport(pretrained, backbone="pretrained", head="pretrained")
+    report = LoadReport(source.pretrained, backbone="pretrained", head="pretrained")
 
-    if architecture == model_class.__name__ and head is None and (holds_head is None or holds_head(config)):
+    if architecture == model_class.__name__ and head is None and (target.holds_head is None
+                                                                  or target.holds_head(config)):
         model = from_pretrained_checked(model_class, path, attn_implementation=attn_implementation)
         old_labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
-        if rows_by_name and old_labels != labels:
-            _transfer_rows(model, labels, released_labels, report)
+        if target.rows_by_name and old_labels != labels:
+            _transfer_rows(model, labels, target.released_labels, report)
         configure(model.config, labels, image_size, pos_embed_rescale, flip_pairs, None, heads)
         return model, report
 

@@ -8,8 +8,6 @@ Sources: a ``.ckpt`` file, an FSDP2 distributed checkpoint directory, or an expo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
-
 from torch import nn
 from transformers import Sapiens2Config
 
@@ -20,7 +18,7 @@ from sapiens2_ft.models.checkpoints import (
     load_model,
     read_info,
 )
-from sapiens2_ft.models.factory import LoadReport, configure, from_pretrained_checked
+from sapiens2_ft.models.factory import LoadReport, ModelSource, ModelTarget, configure, from_pretrained_checked
 
 
 def _load_exported(path: Path, model_class: type, task: str, attn_implementation: str) -> tuple[nn.Module, list[str]]:
@@ -37,25 +35,27 @@ def _load_exported(path: Path, model_class: type, task: str, attn_implementation
     return model, [config.id2label[i] for i in range(config.num_labels)]
 
 
-def build_from_run(init_from: str, model_class: type, task: str, labels: Sequence[str], image_size: Sequence[int],
-                   heads: dict[str, dict], pos_embed_rescale: float | None = None, flip_pairs=None,
-                   attn_implementation: str = "sdpa", kind: str = "output") -> tuple[nn.Module, LoadReport]:
-    """The model (a ``model_class``) of an earlier run of ``task``, checked against ``task`` and ``labels`` (``kind``
-    names a label in the messages), set up for ``image_size``; ``heads``: the task's released head layouts."""
-    path = Path(init_from)
+def build_from_run(init_from: str, target: ModelTarget,
+                   source: ModelSource = ModelSource()) -> tuple[nn.Module, LoadReport]:
+    """The model of an earlier run of ``target.task``, checked against its task and labels, set up for
+    ``target.image_size`` (of ``source``, only ``pos_embed_rescale`` and ``attn_implementation`` apply: the run's
+    weights are taken whole)."""
+    path, task, labels, kind = Path(init_from), target.task, list(target.labels), target.label_kind
+    model_class = target.model_class
     if path.is_file() or is_distributed_checkpoint(path):
         info = read_info(path)
-        check_compatible(path, info.task, info.labels, task, list(labels), "--init_from", kind)
+        check_compatible(path, info.task, info.labels, task, labels, "--init_from", kind)
         model, _ = load_model(path, lambda _task: model_class)
         what = f"checkpoint at step {info.global_step}"
     elif (path / "config.json").is_file():
-        model, source_labels = _load_exported(path, model_class, task, attn_implementation)
-        check_compatible(path, task, source_labels, task, list(labels), "--init_from", kind)
+        model, source_labels = _load_exported(path, model_class, task, source.attn_implementation)
+        check_compatible(path, task, source_labels, task, labels, "--init_from", kind)
         what = "exported model"
     else:
         raise CheckpointError(f"model.init_from: {path} is neither a checkpoint (.ckpt file or distributed "
                               f"checkpoint directory) nor a model directory with a config.json")
     report = LoadReport(str(path), backbone="pretrained", head="pretrained",
                         notes=[f"init_from: all weights of the {what}; optimiser and step start fresh"])
-    configure(model.config, labels, image_size, pos_embed_rescale, flip_pairs, None, heads)
+    configure(model.config, labels, target.image_size, source.pos_embed_rescale, target.flip_pairs, None,
+              dict(target.heads))
     return model.train(), report

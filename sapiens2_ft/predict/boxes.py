@@ -13,9 +13,7 @@ import numpy as np
 import torch
 
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR, DetectorError, PersonDetector
-from sapiens2_ft.predict.dense import dense_maps
-from sapiens2_ft.predict.loading import load_module
-from sapiens2_ft.tasks.base import finds_people
+from sapiens2_ft.predict.loading import load_inference
 from sapiens2_ft.tasks.seg.boxes import boxes_from_foreground
 
 
@@ -54,25 +52,25 @@ class DetectorBoxes:
 
 
 class PeopleBoxes:
-    """One box per connected region of the people a model finds (``TaskModule.people``: a seg model's classes but
+    """One box per connected region of the people a model finds (``TaskInference.people``: a seg model's classes but
     background, a matting model's alpha >= 0.5), scored by the region's mean probability. With ``split_heads``,
-    a region holding several heads (``TaskModule.people_heads``: a seg model's head classes) is split between
+    a region holding several heads (``TaskInference.people_heads``: a seg model's head classes) is split between
     them."""
 
-    def __init__(self, module, min_area: float, pad: float, split_heads: bool = True, head_area: float = 0.002):
-        self.module, self.min_area, self.pad = module, min_area, pad
+    def __init__(self, inference, min_area: float, pad: float, split_heads: bool = True, head_area: float = 0.002):
+        self.inference, self.min_area, self.pad = inference, min_area, pad
         self.split_heads, self.head_area = split_heads, head_area
 
     @torch.no_grad()
     def __call__(self, keys: list[str], images: list[np.ndarray]) -> list[np.ndarray]:
-        return self.from_maps(dense_maps(self.module, images))
+        return self.from_outputs(self.inference.image_outputs(images))
 
-    def from_maps(self, maps: list[dict]) -> list[np.ndarray]:
-        """The boxes of this model's outputs (``dense_maps``) when they are already computed."""
+    def from_outputs(self, image_outputs: list[dict]) -> list[np.ndarray]:
+        """The boxes of this model's outputs (``image_outputs``) when they are already computed."""
         boxes = []
-        for outputs in maps:
-            foreground, probability = self.module.people(outputs)
-            heads = self.module.people_heads(outputs) if self.split_heads else None
+        for outputs in image_outputs:
+            foreground, probability = self.inference.people(outputs)
+            heads = self.inference.people_heads(outputs) if self.split_heads else None
             boxes.append(boxes_from_foreground(foreground.numpy(), self.min_area, self.pad, probability.numpy(),
                                                None if heads is None else heads.numpy(), self.head_area))
         return boxes
@@ -155,9 +153,20 @@ def add_box_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--seg_split_heads: the smallest head that counts, as a fraction of the image")
 
 
+def box_argument_problems(args) -> list[str]:
+    """The problems of the box arguments' values (``add_box_arguments``), each naming its argument."""
+    fractions = [("det_threshold", "the minimum person score"), ("nms_iou", "the IoU above which boxes are suppressed"),
+                 ("seg_min_area", "a fraction of the image"), ("seg_head_area", "a fraction of the image")]
+    problems = [f"--{name}: {what} is between 0 and 1, got {getattr(args, name)}" for name, what in fractions
+                if not 0 <= getattr(args, name) <= 1]
+    if args.seg_box_pad < 0:
+        problems.append(f"--seg_box_pad: a box grows by a fraction >= 0 of its size, got {args.seg_box_pad}")
+    return problems
+
+
 def box_source(args, out: Path, loaded: dict | None = None):
-    """The BoxSource the box arguments ask for, or None when none is given. ``loaded``: modules already loaded,
-    by the name given (a ``--boxes_from_seg`` that is also a ``--model`` is loaded once)."""
+    """The BoxSource the box arguments ask for, or None when none is given. ``loaded``: inference objects already
+    loaded, by the name given (a ``--boxes_from_seg`` that is also a ``--model`` is loaded once)."""
     if args.detector and args.boxes_from_seg:
         raise SystemExit("give one of --detector and --boxes_from_seg")
     if args.detector:
@@ -167,11 +176,11 @@ def box_source(args, out: Path, loaded: dict | None = None):
             raise SystemExit(f"--detector {args.detector}: {err}\n{BOX_CHOICES}") from None
     if args.boxes_from_seg:
         if args.boxes_from_seg in (loaded or {}):
-            module, task = loaded[args.boxes_from_seg]
+            inference, task = loaded[args.boxes_from_seg]
         else:
-            module, task = load_module(args.boxes_from_seg, out / "seg_model", device=args.device)
-        if not finds_people(module):
+            inference, task = load_inference(args.boxes_from_seg, out / "seg_model", device=args.device)
+        if not inference.finds_people:
             raise SystemExit(f"--boxes_from_seg: {args.boxes_from_seg} is a {task} model, which does not find "
                              f"people; give a segmentation (or matting) model")
-        return PeopleBoxes(module, args.seg_min_area, args.seg_box_pad, args.seg_split_heads, args.seg_head_area)
+        return PeopleBoxes(inference, args.seg_min_area, args.seg_box_pad, args.seg_split_heads, args.seg_head_area)
     return None

@@ -36,101 +36,132 @@ from pathlib import Path
 import torch
 
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR
-from sapiens2_ft.predict.boxes import FileBoxes, add_box_arguments, box_source, read_boxes, whole_image
-from sapiens2_ft.predict.dense import uses_focal
+from sapiens2_ft.predict.boxes import (FileBoxes, add_box_arguments, box_argument_problems, box_source, read_boxes,
+                                       whole_image)
 from sapiens2_ft.predict.inputs import list_images
-from sapiens2_ft.predict.loading import load_module
+from sapiens2_ft.predict.loading import load_inference, model_problem
 from sapiens2_ft.predict.run import Model, predict_images
 from sapiens2_ft.predict.video import Frames, is_video, predict_video
-from sapiens2_ft.tasks.base import finds_people
+from sapiens2_ft.problems import Problems
+
+BOX_SOURCES = ("boxes", "detector", "boxes_from_seg", "whole_image")
 
 
-def main(argv: list[str] | None = None) -> Path:
-    parser = argparse.ArgumentParser(prog="python -m sapiens2_ft.predict", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, action="append",
-                        help="exported dir, hub id, .ckpt or distributed checkpoint dir; repeat it for several tasks "
-                             "(one model per task; each writes into OUT/TASK, plus a sheet per image in OUT/sheets)")
-    parser.add_argument("--input", required=True,
-                        help="an image, a folder of images (searched recursively), or a video file")
-    parser.add_argument("--video", action="store_true",
-                        help="read the --input folder as the frames of one video (in name order)")
-    parser.add_argument("--fps", type=float, default=None,
-                        help="video: frame rate of the output (default: the input video's, 30 for a folder)")
-    parser.add_argument("--out", required=True, help="output folder (created)")
-    parser.add_argument("--boxes", default=None, help="pose: person boxes (COCO json or list of detections)")
-    add_box_arguments(parser)
-    parser.add_argument("--whole_image", action="store_true",
-                        help=f"pose: each image is one person (images already cropped to a person); without this or "
-                             f"another box source, people are found by the person detector ({DEFAULT_DETECTOR})")
-    parser.add_argument("--keypoints", default=None, help="pose: keypoint set when the model dir has none")
-    parser.add_argument("--mask_model", default=None,
-                        help="normal / pointmap: a seg or matting model (same forms as --model) whose people mask the "
-                             "normal and depth pictures (the .npy files keep every pixel)")
-    parser.add_argument("--focal", type=float, default=None,
-                        help="pointmap: the images' focal length fx in their own pixels (a calibrated camera): metric "
-                             "points by it instead of the focal the model predicts")
-    parser.add_argument("--batch_size", type=int, default=8, help="images (and person crops) per forward pass")
-    parser.add_argument("--workers", type=int, default=2,
-                        help="threads decoding the next images while the models run (0: decode in line)")
-    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
-                        help="bf16 autocast of the models (auto: bf16 on a GPU, fp32 on the CPU)")
-    parser.add_argument("--backend", choices=["torch", "onnxruntime"], default="torch",
-                        help="onnxruntime: the networks run as ONNX graphs (an export's model.onnx; a checkpoint's is "
-                             "exported first), with the same pre- and post-processing; on TensorRT or CUDA where the "
-                             "installed onnxruntime has them, else the CPU")
-    parser.add_argument("--compile", action="store_true", help="torch.compile each model before its first batch")
-    parser.add_argument("--compile_backend", default="inductor", help="--compile: the torch.compile backend")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    args = parser.parse_args(argv)
-    if args.focal is not None and not args.focal > 0:
-        raise SystemExit(f"--focal: the focal length in pixels must be > 0, got {args.focal}")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    video = args.video or is_video(Path(args.input))
-    if args.video and not Path(args.input).is_dir():
-        raise SystemExit(f"--video: --input must be a folder of frames, got {args.input}")
-    if video and args.boxes:
-        raise SystemExit("--boxes is for images; for a video give --detector or --boxes_from_seg")
-    frames = Frames(Path(args.input), args.fps) if video else None
-    images = {} if video else list_images(Path(args.input))
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sapiens2_ft.predict", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, action="append",
+                   help="exported dir, hub id, .ckpt or distributed checkpoint dir; repeat it for several tasks "
+                        "(one model per task; each writes into OUT/TASK, plus a sheet per image in OUT/sheets)")
+    p.add_argument("--input", required=True, help="an image, a folder of images (searched recursively), or a video file")
+    p.add_argument("--video", action="store_true", help="read the --input folder as the frames of one video (in name order)")
+    p.add_argument("--fps", type=float, default=None,
+                   help="video: frame rate of the output (default: the input video's, 30 for a folder)")
+    p.add_argument("--out", required=True, help="output folder (created)")
+    p.add_argument("--boxes", default=None, help="pose: person boxes (COCO json or list of detections)")
+    add_box_arguments(p)
+    p.add_argument("--whole_image", action="store_true",
+                   help=f"pose: each image is one person (images already cropped to a person); without this or "
+                        f"another box source, people are found by the person detector ({DEFAULT_DETECTOR})")
+    p.add_argument("--keypoints", default=None, help="pose: keypoint set when the model dir has none")
+    p.add_argument("--mask_model", default=None,
+                   help="normal / pointmap: a seg or matting model (same forms as --model) whose people mask the "
+                        "normal and depth pictures (the .npy files keep every pixel)")
+    p.add_argument("--focal", type=float, default=None,
+                   help="pointmap: the images' focal length fx in their own pixels (a calibrated camera): metric "
+                        "points by it instead of the focal the model predicts")
+    p.add_argument("--batch_size", type=int, default=8, help="images (and person crops) per forward pass")
+    p.add_argument("--workers", type=int, default=2,
+                   help="threads decoding the next images while the models run (0: decode in line)")
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
+                   help="bf16 autocast of the models (auto: bf16 on a GPU, fp32 on the CPU)")
+    p.add_argument("--backend", choices=["torch", "onnxruntime"], default="torch",
+                   help="onnxruntime: the networks run as ONNX graphs (an export's model.onnx; a checkpoint's is "
+                        "exported first), with the same pre- and post-processing; on TensorRT or CUDA where the "
+                        "installed onnxruntime has them, else the CPU")
+    p.add_argument("--compile", action="store_true", help="torch.compile each model before its first batch")
+    p.add_argument("--compile_backend", default="inductor", help="--compile: the torch.compile backend")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    return p
+
+
+def argument_problems(args) -> Problems:
+    """Every problem of the arguments seen before a model is loaded, each naming its argument."""
+    problems = Problems(filter(None, [model_problem(m) for m in args.model]))
+    source = Path(args.input)
+    if problems.check(source.exists(), f"--input: '{args.input}' does not exist (an image, a folder of images or a "
+                                       f"video file)"):
+        problems.check(not args.video or source.is_dir(), f"--video: --input must be a folder of frames, "
+                                                          f"got {args.input}")
+        problems.check(not (args.boxes and (args.video or is_video(source))),
+                       "--boxes is for images; for a video give --detector or --boxes_from_seg")
+    if args.mask_model:
+        problems.check(model_problem(args.mask_model) is None, str(model_problem(args.mask_model)))
+    problems.check(not args.boxes or Path(args.boxes).is_file(), f"--boxes: '{args.boxes}' is not a file")
+    given = [f"--{name}" for name in BOX_SOURCES if getattr(args, name)]
+    problems.check(len(given) <= 1, f"{' and '.join(given)}: give one of --boxes, --detector, --boxes_from_seg and "
+                                    f"--whole_image")
+    problems += box_argument_problems(args)
+    problems.check(args.focal is None or args.focal > 0,
+                   f"--focal: the focal length in pixels must be > 0, got {args.focal}")
+    problems.check(args.fps is None or args.fps > 0, f"--fps: frames per second must be > 0, got {args.fps}")
+    problems.check(args.batch_size >= 1, f"--batch_size: give at least 1 image per forward pass, got {args.batch_size}")
+    problems.check(args.workers >= 0, f"--workers: give 0 or more decoding threads, got {args.workers}")
+    problems.check(args.backend != "onnxruntime" or not (args.compile or args.precision == "bf16"),
+                   "--compile and --precision bf16 are for the torch backend; export float16 ONNX for a lower "
+                   "precision")
+    return problems
+
+
+def load_models(args, out: Path) -> tuple[list[Model], dict, Model | None]:
+    """The ``--model`` inference objects (one per task; a checkpoint among several is exported to
+    ``OUT/models/K/model``), those by the name given, and the ``--mask_model``'s; then every problem of the
+    arguments with the tasks they turned out to be."""
     several = len(args.model) > 1
     models: list[Model] = []
     loaded: dict[str, tuple] = {}
-    for k, name in enumerate(args.model):  # a checkpoint among several is exported to OUT/models/K/model
-        module, task = load_module(name, out / "models" / str(k) if several else out, args.keypoints, args.device,
-                                   args.backend)
-        if task in [m.task for m in models]:
-            raise SystemExit(f"--model: two {task} models ({name}); give one model per task")
-        models.append(Model(module, task, out / task if several else out, args.focal if uses_focal(module) else None))
-        loaded[name] = module, task
-    if args.focal is not None and all(m.focal is None for m in models):
-        raise SystemExit(f"--focal is for pointmap models; {', '.join(m.task for m in models)} do not take a focal")
-    pose = [m for m in models if m.is_pose]
-    given = [f"--{name}" for name in ("boxes", "detector", "boxes_from_seg", "whole_image") if getattr(args, name)]
-    if given and not pose:
-        raise SystemExit(f"{', '.join(given)}: person boxes are for pose models; {args.model[0]} is {models[0].task}")
-    if len(given) > 1:
-        raise SystemExit(f"{' and '.join(given)}: give one of --boxes, --detector, --boxes_from_seg and --whole_image")
-    ids, boxes = read_boxes(Path(args.boxes) if args.boxes else None, list(images))
-    if pose and not given:
-        args.detector = DEFAULT_DETECTOR
-    source = FileBoxes(boxes) if args.boxes else whole_image if args.whole_image else box_source(args, out, loaded)
+    problems = Problems()
+    for k, name in enumerate(args.model):
+        inference, task = load_inference(name, out / "models" / str(k) if several else out, args.keypoints,
+                                         args.device, args.backend)
+        problems.check(task not in [m.task for m in models], f"--model: two {task} models ({name}); give one model "
+                                                             f"per task")
+        models.append(Model(inference, task, out / task if several else out,
+                            args.focal if inference.takes_focal else None))
+        loaded[name] = inference, task
+    problems.check(args.focal is None or any(m.focal is not None for m in models),
+                   f"--focal is for pointmap models; {', '.join(m.task for m in models)} do not take a focal")
+    given = [f"--{name}" for name in BOX_SOURCES if getattr(args, name)]
+    problems.check(not given or any(m.inference.takes_person_boxes for m in models),
+                   f"{', '.join(given)}: person boxes are for pose models; {args.model[0]} is {models[0].task}")
     mask_model = None
     if args.mask_model:
-        mask_module, mask_task = load_module(args.mask_model, out / "mask_model", device=args.device,
-                                             backend=args.backend)
-        if not finds_people(mask_module):
-            raise SystemExit(f"--mask_model: {args.mask_model} is a {mask_task} model, which does not find people; "
-                             f"give a segmentation or matting one")
-        mask_model = Model(mask_module, mask_task, out / "mask_model")
-    if args.backend == "onnxruntime" and (args.compile or args.precision == "bf16"):
-        raise SystemExit("--compile and --precision bf16 are for the torch backend; export float16 ONNX for a "
-                         "lower precision")
+        inference, task = load_inference(args.mask_model, out / "mask_model", device=args.device, backend=args.backend)
+        problems.check(inference.finds_people, f"--mask_model: {args.mask_model} is a {task} model, which does not "
+                                               f"find people; give a segmentation or matting one")
+        mask_model = Model(inference, task, out / "mask_model")
+    problems.exit()
+    return models, loaded, mask_model
+
+
+def main(argv: list[str] | None = None) -> Path:
+    args = parser().parse_args(argv)
+    argument_problems(args).exit()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    video = args.video or is_video(Path(args.input))
+    frames = Frames(Path(args.input), args.fps) if video else None
+    images = {} if video else list_images(Path(args.input))
+    models, loaded, mask_model = load_models(args, out)
+    ids, boxes = read_boxes(Path(args.boxes) if args.boxes else None, list(images))
+    if any(m.inference.takes_person_boxes for m in models) and not any(getattr(args, n) for n in BOX_SOURCES):
+        args.detector = DEFAULT_DETECTOR
+    source = FileBoxes(boxes) if args.boxes else whole_image if args.whole_image else box_source(args, out, loaded)
     if args.compile:
         for m in models + ([mask_model] if mask_model else []):
-            m.module.model.compile(backend=args.compile_backend)
+            m.inference.model.compile(backend=args.compile_backend)
     device_type = torch.device(args.device).type
     bf16 = args.precision == "bf16" or (args.precision == "auto" and device_type == "cuda" and args.backend == "torch")
+    several = len(models) > 1
     with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):
         if video:
             clip, records = predict_video(models, frames, out, args.batch_size, source, mask_model)
@@ -139,13 +170,10 @@ def main(argv: list[str] | None = None) -> Path:
         counts, skipped = predict_images(models, images, args.batch_size, source, ids, mask_model,
                                          out / "sheets" if several else None, args.workers)
     read = len(images) - skipped
-    done = "; ".join(f"{counts[m.task]} people in {read} images -> {m.out / 'keypoints.json'}, overlays in "
-                     f"{m.out / 'overlays'}" if m.is_pose else f"{m.task} maps of {counts[m.task]} images -> {m.out}"
-                     for m in models)
+    done = "; ".join(m.inference.writer(m.out).summary(counts[m.task], read) for m in models)
     if several:
         done += f"; sheets in {out / 'sheets'}"
     print(f"{done}; {skipped} unreadable images skipped")
     if skipped == len(images):
         raise SystemExit(f"--input: none of the {len(images)} images could be read")
     return out
-

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from queue import Queue
 from threading import Thread
 from typing import Iterable, Iterator, TypeVar
@@ -27,11 +27,6 @@ def list_images(path: Path) -> dict[str, Path]:
     if not images:
         raise SystemExit(f"--input: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in {path}")
     return {p.relative_to(path).as_posix(): p for p in images}
-
-
-def output_name(key: str) -> str:
-    """An image key without its suffix: the stem of its output files, subfolders kept."""
-    return PurePosixPath(key).with_suffix("").as_posix()
 
 
 def read_or_warn(path: Path) -> np.ndarray | None:

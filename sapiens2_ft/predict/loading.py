@@ -1,4 +1,5 @@
-"""The model behind ``--model``: an exported directory, a hub id, or a training checkpoint (exported first)."""
+"""The model behind ``--model``: an exported directory, a hub id, or a training checkpoint (exported first), as the
+task's inference object (``tasks/inference.py``)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,18 @@ from pathlib import Path
 
 from sapiens2_ft.models.checkpoints import is_distributed_checkpoint
 from sapiens2_ft.models.factory import PretrainedNotFoundError, resolve_pretrained
-from sapiens2_ft.tasks.registry import TASKS, import_class, task_of_config, task_spec
-from sapiens2_ft.training.hf_export import export_checkpoint, exported_input_size
+from sapiens2_ft.tasks.inference import TaskInference
+from sapiens2_ft.tasks.saved_model import SavedModelError, load_inference as load_saved
+
+
+def model_problem(model: str) -> str | None:
+    """Why ``--model`` cannot be what it names, seen without loading anything (a path that does not exist and is
+    not shaped like a hub id 'user/name'); None when it may be."""
+    path = Path(model)
+    if path.exists() or (not model.startswith((".", "/", "~")) and model.count("/") == 1):
+        return None
+    return (f"--model: '{model}' does not exist (expected an exported directory, a .ckpt, a distributed checkpoint "
+            f"directory or a hub id 'user/name')")
 
 
 def resolve_model(model: str) -> Path:
@@ -17,8 +28,7 @@ def resolve_model(model: str) -> Path:
     except PretrainedNotFoundError as err:
         cause = err.__cause__
         if cause is None:  # neither an existing path nor shaped like a hub id
-            raise SystemExit(f"--model: '{model}' does not exist (expected an exported directory, a .ckpt, "
-                             f"a distributed checkpoint directory or a hub id 'user/name')") from None
+            raise SystemExit(model_problem(model) or f"--model: '{model}' does not exist") from None
         raise SystemExit(f"--model: '{model}' is not a local path and could not be fetched from the Hugging Face "
                          f"Hub ({type(cause).__name__}: {cause}).\nA gated model (the Sapiens2 ones are): accept its "
                          f"licence on https://huggingface.co/{model} and run `hf auth login`. Offline: download it on a "
@@ -29,37 +39,34 @@ def resolve_model(model: str) -> Path:
     return directory
 
 
-def load_module(model: str, out: Path, keypoints: str | None = None, device: str = "cpu", backend: str = "torch"):
-    """The task's LightningModule around the model at ``model``, in eval mode on ``device``. ``backend``
-    ``onnxruntime``: the network runs as the directory's ``model.onnx`` (a checkpoint's is exported here first)
-    and the module's own pre- and post-processing around it."""
+def load_inference(model: str, out: Path, keypoints: str | None = None, device: str = "cpu",
+                   backend: str = "torch") -> tuple[TaskInference, str]:
+    """The task's inference object around the model at ``model`` and its task, in eval mode on ``device``.
+    ``backend`` ``onnxruntime``: the network runs as the directory's ``model.onnx`` (a checkpoint's is exported here
+    first) with the inference object's own pre- and post-processing around it."""
     from transformers import Sapiens2Config
 
     path = Path(model)
     exported_here = path.is_file() or is_distributed_checkpoint(path)
     if exported_here:
+        from sapiens2_ft.training.hf_export import export_checkpoint  # the training stack: checkpoints only
+
         path = export_checkpoint(path, out / "model")
         print(f"exported checkpoint {model} -> {path}")
     directory = resolve_model(str(path))
     config = Sapiens2Config.from_pretrained(directory)
-    architecture = (config.architectures or ["Sapiens2Model"])[0]
-    task = task_of_config(config)
-    if task is not None and task not in TASKS:
-        raise SystemExit(f"--model: {model} is a model of task '{task}', which this installation does not have "
-                         f"(known: {', '.join(TASKS)})")
-    if task is None or task_spec(task).predictor is None:
-        raise SystemExit(f"--model: {model} holds a {architecture}, not a Sapiens2 task model")
-    module_class = import_class(task_spec(task).module)
     try:  # the label set (pose: the export's keypoints.yaml, a released model's built-in set, or --keypoints)
-        options = module_class.options_from_model(directory, config, keypoints)
+        inference = load_saved(directory, keypoints, config)
+    except SavedModelError as err:
+        raise SystemExit(f"--model: {model} holds {err}") from None
     except ValueError as err:
         raise SystemExit(f"--model {model}{f' --keypoints {keypoints}' if keypoints else ''}: {err}") from None
-    module = module_class(pretrained=str(directory), input_size=exported_input_size(directory, config), **options)
-    module.configure_model()
-    module = module.eval().to(device)
+    if inference.load_report.notes:
+        print(inference.load_report)
+    inference.to(device)
     if backend == "onnxruntime":
-        module.model = onnx_backend(directory, module.model.config, exported_here)
-    return module, task
+        inference.model = onnx_backend(directory, inference.model.config, exported_here)
+    return inference, inference.task
 
 
 def onnx_backend(directory: Path, config, export: bool):

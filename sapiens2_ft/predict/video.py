@@ -127,8 +127,8 @@ def predict_video(models: list[Model], frames: Frames, out: Path, batch_size: in
     """Writes ``OUT/NAME.mp4`` (one sheet per frame) and ``OUT/NAME.json``; returns their paths."""
     name = frames.path.stem if not frames.folder else frames.path.name
     video_file, json_file = out / f"{name}.mp4", out / f"{name}.json"
-    modules = {m.task: m.module for m in models}
-    trackers = {m.task: IoUTracker() for m in models if m.is_pose}
+    inferences = {m.task: m.inference for m in models}
+    trackers = {m.task: IoUTracker() for m in models if m.inference.takes_person_boxes}  # their people
     writer, records, index = None, [], 0
     progress = tqdm(total=frames.count, desc="predict", unit="frame")
     try:
@@ -143,7 +143,7 @@ def predict_video(models: list[Model], frames: Frames, out: Path, batch_size: in
                         person["track_id"] = track_id
                     record["people"] = [person_record(p) for p in people]
                 people = masks[k].numpy() if masks is not None else None
-                picture = sheet(frame, result, modules, people, legend=False)[..., ::-1]
+                picture = sheet(frame, result, inferences, people, legend=False)[..., ::-1]
                 if writer is None:
                     writer = cv2.VideoWriter(str(video_file), cv2.VideoWriter_fourcc(*"mp4v"), frames.fps,
                                              (picture.shape[1], picture.shape[0]))

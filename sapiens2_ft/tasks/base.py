@@ -3,9 +3,11 @@
 :class:`TaskModule` owns what every task does the same way: building the model in ``configure_model``
 (through the sharding of ``models.sharding``), the ``model.*`` keys every task has (documented once, below),
 hyper-parameters as plain data, the checkpoint record, the training and validation loop with its padding filter,
-the saved predictions and panels, and the optimiser. A task module subclasses it, declares only its own
-arguments (the others pass through ``**kwargs``; the CLI resolves them from this signature), and provides the
-methods of :class:`TaskInterface`.
+the saved predictions and panels, and the optimiser. What the task does with its model outside training (forward
+pass, decoding, files, pictures) is its inference object (``tasks/inference.py``), which the module holds and
+validates through. A task module subclasses it, declares only its own arguments (the others pass through
+``**kwargs``; the CLI resolves them from this signature), names its inference class, and provides the methods of
+:class:`TaskInterface`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from functools import partial
 from pathlib import Path
 from typing import Iterable, Protocol, Sequence, runtime_checkable
 
-import cv2
 import lightning as L
 import numpy as np
 import torch
@@ -25,12 +26,15 @@ from datamodules.hparams import as_dataclass, plain_hparams
 from sapiens2_ft.compat import attached_trainer
 from sapiens2_ft.models.adapters import LoraOptions, adapt, frozen_storage, storage_summary, trainable_summary
 from sapiens2_ft.models.checkpoints import RECORD_KEY, model_record
-from sapiens2_ft.models.factory import LoadReport, label_rows
+from sapiens2_ft.models.factory import LoadReport
 from sapiens2_ft.models.optim import OptimConfig, build_optimizer
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.models.sharding import ScaleConfig, place_model
+from sapiens2_ft.problems import ConfigProblems
 from sapiens2_ft.tasks.diagnostics import Diagnostics
-from sapiens2_ft.tasks.registry import TaskSpec, build_task_model, model_class, task_spec
+from sapiens2_ft.tasks.inference import Batch, Files, Outputs, TaskInference, write_arrays
+from sapiens2_ft.tasks.registry import TaskSpec, model_class, task_spec
+from sapiens2_ft.tasks.visualize import image_rgb
 
 NUM_SAVED_PREDICTIONS = 8  # validation samples whose predictions go to <run_dir>/predictions/
 MAX_PANEL_SAMPLES = 8  # validation samples kept for the image panels
@@ -57,32 +61,23 @@ class RunModule(Protocol):
 @runtime_checkable
 class TaskInterface(Protocol):
     """What a task provides to :class:`TaskModule`, which runs the loop around it (in the spirit of torchtune's
-    recipe interfaces). ``outputs`` is the dict of tensors ``predict`` / ``infer`` return."""
+    recipe interfaces): its inference object (the forward pass and decoding the loop calls, the files it saves)
+    and the training side. ``outputs`` are the inference object's (``predict`` / ``infer``); each task declares its
+    batch and outputs as TypedDicts beside its inference class (``PoseBatch``, ``SegOutputs``, ...)."""
+
+    inference: TaskInference
 
     def build(self) -> tuple[nn.Module, LoadReport]:
         """The transformers model and its load report (the base's builds from the ``model.*`` keys)."""
 
-    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
-        """Normalised images (B, 3, H, W) -> what the loss needs, maps at ``size`` (None: as predicted)."""
-
-    def infer(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
-        """What validation scores and ``predict.py`` writes (the base's: ``predict``; pose adds flip test + decode)."""
-
-    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+    def loss_terms(self, outputs: Outputs, batch: Batch) -> dict[str, torch.Tensor]:
         """Unweighted loss terms plus the weighted total ``loss`` (each is logged as ``train/<name>``)."""
 
-    def update_metrics(self, outputs: dict, batch: dict) -> None:
+    def update_metrics(self, outputs: Outputs, batch: Batch) -> None:
         """Feed ``self.val_metrics`` with a validation batch (repeats already left out)."""
 
-    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+    def panel(self, outputs: Outputs, batch: Batch, i: int) -> tuple[str, np.ndarray]:
         """(panel name, RGB picture) of sample ``i``: its input, target and prediction."""
-
-    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict[str, np.ndarray]:
-        """``{file suffix: array}`` saved for sample ``i`` (``.png`` uint8 maps, ``.npy`` float arrays), or ``{}``."""
-
-    def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
-        """(title, RGB picture) of one image's prediction for predict's sheets and videos (``result``: pose's people,
-        a dense task's ``prediction_files``); ``people`` (H, W) bool where another model found them."""
 
 
 def first_samples(batch: dict, count: int) -> dict:
@@ -106,17 +101,6 @@ def group_panels(panels: Iterable[tuple[str, np.ndarray]]) -> dict[str, list[np.
     return grouped
 
 
-def write_arrays(directory: Path, name: str, files: dict[str, np.ndarray]) -> None:
-    """``directory/NAME<suffix>`` for each array: ``.npy`` with numpy, images with cv2 (subfolders of NAME made)."""
-    (directory / name).parent.mkdir(parents=True, exist_ok=True)
-    for suffix, array in files.items():
-        path = directory / f"{name}{suffix}"
-        if suffix.endswith(".npy"):
-            np.save(path, array)
-        else:
-            cv2.imwrite(str(path), array)
-
-
 def weight_name_problems(weights: dict[str, float], known: dict[str, float], key: str = "model.loss_weights") -> list[str]:
     """The problem with weights of unknown names (none: []), naming the config key and the known names."""
     unknown = set(weights or {}) - set(known)
@@ -127,15 +111,6 @@ def check_weight_names(weights: dict[str, float], known: dict[str, float], key: 
     """Refuse weights of unknown names, naming the config key and the known names."""
     for problem in weight_name_problems(weights, known, key):
         raise ValueError(problem)
-
-
-class ConfigProblems(ValueError):
-    """Every problem found in a module's options at once (``TaskModule.check_options``), one per line."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = list(problems)
-        count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
-        super().__init__(f"{count} in the config:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 def training_optimizer(module: L.LightningModule, parameters: nn.Module, optim: OptimConfig, num_layers: int):
@@ -176,6 +151,7 @@ class TaskModule(L.LightningModule):
     """
 
     task: str  # the task registry's name, set by each subclass
+    inference_class: type[TaskInference] | None = None  # its inference object's class (None: multi-task pretraining)
     panel_outputs: tuple[str, ...] | None = None  # outputs kept for the panels (None: all)
 
     def __init__(
@@ -205,7 +181,10 @@ class TaskModule(L.LightningModule):
         self.optim = as_dataclass(OptimConfig, optim)
         self.scale = as_dataclass(ScaleConfig, scale)
         self.lora = as_dataclass(LoraOptions, lora)
-        self.labels: list[str] = list(self.spec.outputs)  # a label-set task sets its own
+        # What the task does with its model (forward pass, decoding, files, pictures): the model is set on it too.
+        self.inference = (self.inference_class(input_size, **self.inference_options())
+                          if self.inference_class is not None else None)
+        self.labels: list[str] = list(self.inference.labels if self.inference is not None else self.spec.outputs)
         self.model: nn.Module | None = None  # built in configure_model, for the trainer's strategy
         self.load_report: LoadReport | None = None
         self.val_metrics = None  # the task's torchmetrics Metric (pose: made at the first validation)
@@ -260,64 +239,29 @@ class TaskModule(L.LightningModule):
     def monitor(self) -> tuple[str, str]:
         return self.spec.monitor
 
+    def __setattr__(self, name: str, value) -> None:
+        super().__setattr__(name, value)
+        if name == "model" and self.__dict__.get("inference") is not None:
+            self.inference.model = value  # the inference object runs the model this module holds, whoever sets it
+
     # -- the model ---------------------------------------------------------------------------
 
-    def model_options(self) -> dict:
-        """Extra ``build_model`` arguments of the task (pose: its flip pairs)."""
+    def inference_options(self) -> dict:
+        """Arguments of the task's inference class beyond the input size, from this module's (``self.hparams``)."""
         return {}
 
     @classmethod
     def options_from_model(cls, directory: Path, config, labels=None) -> dict:
-        """Module arguments that run a saved model (an export, a released hub model) as it was trained: its label
-        set and what its config records (pose: a logits head is decoded as one). ``labels``: the label set asked
-        for (pose: a keypoint set; seg: class names), its rows chosen from the model's by name; None: the model's
-        own. A name the model lacks, or labels for a task of fixed outputs, is a ValueError naming them."""
-        spec = task_spec(cls.task)
-        if spec.label_arg is None:
-            if labels is not None:
-                raise ValueError(f"a {cls.task} model has fixed outputs {list(spec.outputs)}; it takes no label set")
-            return {}
-        if labels is None:
-            names = cls.row_names(directory, config)
-            if names is None:
-                raise ValueError(f"{directory}: its {config.num_labels} {spec.label_kind} rows have no names; give "
-                                 f"the {spec.label_kind} names")
-            return {spec.label_arg: names}
-        cls.check_rows(directory, config, list(labels))
-        return {spec.label_arg: list(labels)}
-
-    @classmethod
-    def row_names(cls, directory: Path, config) -> list[str] | None:
-        """The names of a saved model's output rows: its config's, else the released ones when their count fits
-        (a released hub model names none); None when unnamed."""
-        spec = task_spec(cls.task)
-        rows = label_rows(config, spec.released_labels() if spec.released_labels else ())
-        return sorted(rows, key=rows.get) if rows else None
-
-    @classmethod
-    def check_rows(cls, directory: Path, config, names: list[str]) -> None:
-        """A ValueError unless every one of ``names`` is an output row of the saved model (unnamed rows: only a
-        label set of their count fits, row for row)."""
-        kind = task_spec(cls.task).label_kind
-        rows = cls.row_names(directory, config)
-        if rows is None:
-            if len(names) != config.num_labels:
-                raise ValueError(f"{directory}: its {config.num_labels} {kind} rows have no names, {len(names)} "
-                                 f"{kind}s were asked for")
-            return
-        missing = [n for n in names if n not in rows]
-        if missing:
-            raise ValueError(f"{directory} has no {kind} {missing[:20]}{' ...' if len(missing) > 20 else ''} "
-                             f"({len(missing)} of the {len(names)} asked for); its {len(rows)} {kind}s: "
-                             f"{rows[:40]}{' ...' if len(rows) > 40 else ''}")
+        """Module arguments that run a saved model (an export, a released hub model) as it was trained: those of
+        its inference class (``TaskInference.options_from_model``: its label set, what its config records), as
+        module arguments. A task whose arguments differ between the two translates them."""
+        return cls.inference_class.options_from_model(directory, config, labels)
 
     def build(self) -> tuple[nn.Module, LoadReport]:
         hp = self.hparams
-        common = dict(pos_embed_rescale=hp.pos_embed_rescale, attn_implementation=hp.attn_implementation,
-                      **self.model_options())
-        return build_task_model(self.task, self.labels, hp.input_size, init_from=hp.init_from,
-                                pretraining_head=hp.pretraining_head, pretrained=hp.pretrained, size=hp.size,
-                                head=hp.head, **common)
+        return self.inference.build(init_from=hp.init_from, pretraining_head=hp.pretraining_head,
+                                    pretrained=hp.pretrained, size=hp.size, head=hp.head,
+                                    pos_embed_rescale=hp.pos_embed_rescale, attn_implementation=hp.attn_implementation)
 
     def empty_model(self, config) -> nn.Module:
         """The architecture of a built model's ``config``, weights not loaded (what FSDP2's other ranks build on the
@@ -343,42 +287,27 @@ class TaskModule(L.LightningModule):
             rank_zero_info(f"model.freeze {hp.freeze}, model.lora.rank {self.lora.rank}: "
                            f"{trainable_summary(self.model)}; stored as {storage_summary(self.model)}")
 
-    def forward(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+    def forward(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> Outputs:
         """Normalised images (B, 3, H, W) -> the task's outputs (``predict``)."""
         return self.predict(pixel_values, size)
 
-    def infer(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
-        return self.predict(pixel_values, size)
+    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> Outputs:
+        """The inference object's forward pass: what the loss needs (``TaskInference.predict``)."""
+        return self.inference.predict(pixel_values, size)
 
-    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict[str, np.ndarray]:
-        return {}
+    def infer(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> Outputs:
+        """What validation scores: the inference object's decoded outputs (``TaskInference.infer``)."""
+        return self.inference.infer(pixel_values, size)
 
-    # -- what predict asks of a task beyond its outputs (the tasks that have it override these) -------------
-
-    people_only_pictures: bool = False  # its saved pictures show the people alone, when a model finds them
-
-    def people(self, outputs: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Where the people are in one image's outputs (``predict.dense.dense_maps``): (foreground (H, W) bool,
-        its probability (H, W) float), on the CPU; None for a task that does not tell people from background."""
-        return None
-
-    def people_heads(self, outputs: dict) -> torch.Tensor | None:
-        """Where the people's heads are in one image's outputs: (H, W) bool on the CPU, one blob per head, to
-        split people who touch (``predict.boxes.PeopleBoxes``); None for a task that does not see heads."""
-        return None
-
-    def sheet_legend(self, row: np.ndarray, result) -> np.ndarray:
-        """Predict's sheet ``row`` with this task's legend below it (seg: the classes of ``result``)."""
-        return row
-
-    def findings(self, result) -> dict:
-        """What one image's prediction (``result``, as for ``picture``) found, as plain JSON data (the web demo's
-        answer): pose's people, seg's class areas, ...; {} for a task with nothing to count."""
-        return {}
+    def prediction_files(self, outputs: Outputs, batch: Batch, i: int) -> Files:
+        """Sample ``i``'s files in ``<run_dir>/predictions/`` (``TaskInference.files``; its pictures keep to the
+        batch's ``mask`` where it has one)."""
+        mask = batch["mask"][i] if "mask" in batch else None
+        return self.inference.files(outputs, i, image_rgb(batch, i), mask)
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def _step(self, batch: dict, stage: str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _step(self, batch: Batch, stage: str) -> tuple[torch.Tensor, Outputs]:
         images = batch["image"]
         run = self.predict if stage == "train" else self.infer
         outputs = run(normalize_images(images), size=images.shape[-2:])
@@ -387,14 +316,14 @@ class TaskModule(L.LightningModule):
                       batch_size=len(images), sync_dist=stage == "val")
         return terms["loss"], outputs
 
-    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         return self._step(batch, "train")[0]
 
     def on_validation_epoch_start(self) -> None:
         self.val_metrics.reset()
         self._saved = []
 
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
         _, outputs = self._step(batch, "val")
         # Repeats that even out the processes' batch counts (loaders.ValShardSampler) are not scored.
         if "padding" in batch and batch["padding"].any():
@@ -434,12 +363,9 @@ class TaskModule(L.LightningModule):
             write_arrays(out, name, files)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint.setdefault(RECORD_KEY, {}).update(model_record(self))
+        record = model_record(self.task, self.model.config, self.lora, self.inference.checkpoint_record())
+        checkpoint.setdefault(RECORD_KEY, {}).update(record)
 
     def configure_optimizers(self):
         return training_optimizer(self, self.model, self.optim, self.model.config.num_hidden_layers)
 
-
-def finds_people(module: TaskModule) -> bool:
-    """Whether ``module``'s task tells people from background (it overrides ``TaskModule.people``)."""
-    return type(module).people is not TaskModule.people

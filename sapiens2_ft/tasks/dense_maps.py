@@ -1,5 +1,6 @@
 """What the dense tasks' losses, metrics and modules share about per-pixel maps: valid-pixel masks, masked means,
-finite differences, vector lengths and angles of vector maps, and resizing outputs to the target size."""
+finite differences, vector lengths and angles of vector maps, resizing outputs to the target size, and mapping the
+outputs of a warped input back to the image's pixels."""
 
 from __future__ import annotations
 
@@ -74,3 +75,20 @@ def resize_to(x: torch.Tensor, size: Sequence[int] | None) -> torch.Tensor:
     if size is None or tuple(x.shape[-2:]) == tuple(size):
         return x
     return F.interpolate(x, size=tuple(size), mode="bilinear", align_corners=False)
+
+
+def unwarp(maps: torch.Tensor, matrix, input_size: Sequence[int], image_size: Sequence[int],
+           mode: str = "bilinear") -> torch.Tensor:
+    """Maps (B, C, h, w) predicted for a warped input (``matrix``: 2x3, image px -> input px) -> image pixels.
+
+    Works at any map resolution: positions are normalised by the input size (pixel centres).
+    """
+    height, width = image_size
+    ys, xs = torch.meshgrid(torch.arange(height, dtype=torch.float64), torch.arange(width, dtype=torch.float64),
+                            indexing="ij")
+    m = torch.as_tensor(matrix, dtype=torch.float64)
+    px = m[0, 0] * xs + m[0, 1] * ys + m[0, 2]
+    py = m[1, 0] * xs + m[1, 1] * ys + m[1, 2]
+    grid = torch.stack([(px + 0.5) / input_size[1] * 2 - 1, (py + 0.5) / input_size[0] * 2 - 1], dim=-1)
+    grid = grid[None].expand(len(maps), -1, -1, -1).to(maps.device, torch.float32)
+    return F.grid_sample(maps.float(), grid, mode=mode, padding_mode="border", align_corners=False)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from torch import nn
 
 from datamodules.body_parts import SAPIENS2_PART_CLASSES, resolve_class_names
 from datamodules.dense.targets import TARGETS, TargetSpec
 from datamodules.keypoints.metainfo import load_metainfo
-from sapiens2_ft.models.factory import LoadReport, build_model, resolve_pretrained
+from sapiens2_ft.models.factory import LoadReport, ModelSource, ModelTarget, build_model, resolve_pretrained
 from sapiens2_ft.models.init_from import build_from_run
 from sapiens2_ft.models.pretraining_heads import load_task_head
 from sapiens2_ft.tasks import heads
@@ -52,8 +52,9 @@ class TaskSpec:
         released_labels: Names of the rows of a released head whose config carries none (read lazily).
         links: ``parser.link_arguments`` of the CLI: ``(source, target)`` or ``(sources, target, compute_fn)``.
         targets: Its dense target spec in the data layer (``datamodules/dense/targets``), if a dense task.
-        predictor: How ``python -m sapiens2_ft.predict`` runs it: on ``crops`` (one per person box) or on whole
-            ``images``; None: not runnable there.
+        inference: Class path of its inference object (``tasks/<task>/inference.py``, on
+            ``tasks.inference.TaskInference``: what ``predict``, ``evaluate``, the web demo and the Python API run,
+            and what it declares it can do); None: not runnable there.
         processor: Settings of its exported ``preprocessor_config.json`` beyond the normalisation.
         draw_sample: How the data-check sheet draws one training sample and its targets (the task's
             ``draw.py``, which also draws its panels and predict pictures); None: no sheet.
@@ -78,7 +79,7 @@ class TaskSpec:
     released_labels: Callable[[], Sequence[str]] | None = None
     links: tuple = ()
     targets: TargetSpec | None = None
-    predictor: Literal["crops", "images"] | None = None
+    inference: str | None = None
     processor: Mapping[str, object] = field(default_factory=dict)
     draw_sample: Callable | None = None
     fit_model: Callable[[nn.Module, LoadReport], None] | None = None
@@ -92,16 +93,18 @@ def _sapiens2_308() -> list[str]:
     return list(load_metainfo("sapiens2_308").keypoint_names)
 
 
-def _dense(name: str, module: str, model_class: str, monitor: tuple[str, str], **kwargs) -> TaskSpec:
-    """A dense task: the dense data module, its target spec, the dense predictor."""
-    return TaskSpec(name, f"sapiens2_ft.tasks.{name}.module.{module}", DENSE_DATA, monitor, model_class,
-                    targets=TARGETS[name], predictor="images", **{"links": DENSE_LINKS, **kwargs})
+def _dense(name: str, classes: str, model_class: str, monitor: tuple[str, str], **kwargs) -> TaskSpec:
+    """A dense task: the dense data module, its target spec, its ``<Classes>Module`` and ``<Classes>Inference``."""
+    return TaskSpec(name, f"sapiens2_ft.tasks.{name}.module.{classes}Module", DENSE_DATA, monitor, model_class,
+                    targets=TARGETS[name], inference=f"sapiens2_ft.tasks.{name}.inference.{classes}Inference",
+                    **{"links": DENSE_LINKS, **kwargs})
 
 
 TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
     TaskSpec("pose", "sapiens2_ft.tasks.pose.module.PoseModule", POSE_DATA, ("val/AP", "max"),
              "Sapiens2ForPoseEstimation", label_kind="keypoint", label_arg="keypoints", heads=heads.POSE_HEADS,
-             released_labels=_sapiens2_308, links=KEYPOINT_LINKS, predictor="crops",
+             released_labels=_sapiens2_308, links=KEYPOINT_LINKS,
+             inference="sapiens2_ft.tasks.pose.inference.PoseInference",
              processor={"do_pad": False, "keypoint_heatmap_downscale_factor": 4},
              draw_sample=pose_draw.draw_sample, auto_class="AutoModelForPoseEstimation",
              pipeline_tag="keypoint-detection",
@@ -113,7 +116,7 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
                     "y * (H - 1) / (h - 1) (UDP), then through the inverse crop affine; score: the map's value there "
                     "(heatmaps), or its probability mass within 2 sigma (logits). Flip test: average with the maps "
                     "of the mirrored crop, mirrored back and rows swapped by flip_pairs."),
-    _dense("seg", "SegmentationModule", "Sapiens2ForSemanticSegmentation", ("val/mIoU", "max"),
+    _dense("seg", "Segmentation", "Sapiens2ForSemanticSegmentation", ("val/mIoU", "max"),
            label_kind="class", label_arg="class_names", heads=heads.SEG_HEADS,
            released_labels=lambda: SAPIENS2_PART_CLASSES,
            links=DENSE_LINKS + ((("data.num_classes", "data.class_names"), "model.class_names", resolve_class_names),),
@@ -122,21 +125,21 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
            decode="logits (B, C, h, w): resize to the input size, argmax over C = class ids (id2label), then undo "
                   "the stretch to the image size.",
            processor={"do_pad": False}),  # transformers' seg post-processing expects a stretched input
-    _dense("normal", "NormalModule", "Sapiens2ForNormalEstimation", ("val/angle_mean", "min"),
+    _dense("normal", "Normal", "Sapiens2ForNormalEstimation", ("val/angle_mean", "min"),
            outputs=("normal_x", "normal_y", "normal_z"), heads=heads.PIXEL_SHUFFLE_HEADS,
            draw_sample=normal_draw.draw_sample, auto_class="AutoModelForNormalEstimation",
            predicts="a camera-space surface normal for every pixel",  # the Hub has no normal-estimation task tag
            decode="normals (B, 3, h, w): resize to the input size, divide by the norm per pixel = camera-space unit "
                   "normals (x right, y down, z forward); undo the letterbox.",
            processor={"do_pad": True}),  # letterboxed as in training; the post-processing removes the padding
-    _dense("pointmap", "PointmapModule", "Sapiens2ForPointmapEstimation", ("val/l2", "min"),
+    _dense("pointmap", "Pointmap", "Sapiens2ForPointmapEstimation", ("val/l2", "min"),
            outputs=("x", "y", "z"), heads=heads.POINTMAP_HEADS, processor={"do_pad": True},
            draw_sample=pointmap_draw.draw_sample, fit_model=fit_scale_head,
            auto_class="AutoModelForPointmapEstimation", pipeline_tag="depth-estimation",
            predicts="camera XYZ in metres for every pixel (a pointmap: depth and 3-D shape)",
            decode="pointmaps (B, 3, h, w): canonical camera XYZ (focal 768); scales (B, 1): metric XYZ = "
                   "pointmaps / scale on all three axes; resize to the input size and undo the letterbox."),
-    _dense("matting", "MattingModule", "Sapiens2ForImageMatting", ("val/sad", "min"),
+    _dense("matting", "Matting", "Sapiens2ForImageMatting", ("val/sad", "min"),
            outputs=("foreground_r", "foreground_g", "foreground_b", "alpha"), heads=heads.PIXEL_SHUFFLE_HEADS,
            draw_sample=matting_draw.draw_sample, auto_class="AutoModelForImageMatting",
            pipeline_tag="image-segmentation", predicts="an alpha matte and the foreground colours of the people",
@@ -161,6 +164,18 @@ def import_class(path: str) -> type:
     """The class at a dotted ``module.Class`` path."""
     module, name = path.rsplit(".", 1)
     return getattr(importlib.import_module(module), name)
+
+
+def inference_class(task: str) -> type | None:
+    """The inference class of ``task`` (``tasks.inference.TaskInference``), None for a task not run on its own."""
+    spec = task_spec(task)
+    return import_class(spec.inference) if spec.inference else None
+
+
+def takes_person_boxes(task: str) -> bool:
+    """Whether ``task``'s model runs on one crop per person box (what its inference class declares)."""
+    found = inference_class(task)
+    return found is not None and found.takes_person_boxes
 
 
 def model_class(task: str) -> type:
@@ -196,33 +211,29 @@ def label_names(task: str, value) -> list[str]:
 
 
 def build_task_model(task: str, labels: Sequence[str], image_size: Sequence[int], init_from: str | None = None,
-                     pretraining_head: bool = False, **kwargs) -> tuple[nn.Module, LoadReport]:
+                     pretraining_head: bool = False, flip_pairs=None, **source) -> tuple[nn.Module, LoadReport]:
     """``task``'s model for ``labels``: ``models.factory.build_model`` with its transformers class, released head
     layouts and label names, or with ``init_from`` the model of an earlier run (``models.init_from``); then the
     task's ``fit_model``. ``pretraining_head``: the head starts from the task's head saved beside the ``pretrained``
     backbone by multi-task pretraining (``models.pretraining_heads``; not with ``init_from``, whose run has its head).
 
-    ``kwargs``: ``pretrained``, ``size``, ``head``, ``pos_embed_rescale``, ``flip_pairs``, ``attn_implementation``
-    (with ``init_from``: the last three).
+    ``source``: the fields of ``models.factory.ModelSource`` (``pretrained``, ``size``, ``head``,
+    ``pos_embed_rescale``, ``attn_implementation``); ``flip_pairs``: pose's mirror pairs of ``labels``.
     """
     spec = task_spec(task)
     labels = list(labels)
     if spec.outputs and labels != list(spec.outputs):
         raise ValueError(f"task '{task}' predicts {list(spec.outputs)}, got labels {labels}")
-    if init_from:
-        for key in ("pretrained", "size", "head"):
-            kwargs.pop(key, None)
-        model, report = build_from_run(init_from, model_class(task), task, labels, image_size, dict(spec.heads),
-                                       kind=spec.label_kind, **kwargs)
-    else:
-        released = spec.released_labels() if spec.released_labels else ()
-        model, report = build_model(model_class(task), labels, image_size, dict(spec.heads),
-                                    released_labels=released, rows_by_name=not spec.outputs,
-                                    holds_head=lambda config: task_of_config(config) == task, **kwargs)
+    source = ModelSource(**source)
+    target = ModelTarget(model_class(task), labels, image_size, spec.heads, flip_pairs,
+                         released_labels=spec.released_labels() if spec.released_labels and not init_from else (),
+                         rows_by_name=not spec.outputs, holds_head=lambda config: task_of_config(config) == task,
+                         task=task, label_kind=spec.label_kind)
+    model, report = build_from_run(init_from, target, source) if init_from else build_model(target, source)
     if spec.fit_model is not None:
         spec.fit_model(model, report)
     if pretraining_head and not init_from:
-        note, new = load_task_head(model, resolve_pretrained(kwargs["pretrained"]), task,
+        note, new = load_task_head(model, resolve_pretrained(source.pretrained), task,
                                    labels if spec.label_arg else None)
         report.notes.append(note)
         report.head, report.new = "pretrained", new

@@ -39,8 +39,9 @@ class ContactSheet:
 
 
 def sheet_labels(datamodule) -> SheetLabels:
-    """The label set of a data module: its ``metainfo`` (pose) and ``class_names`` (seg), where it has them."""
-    return SheetLabels(getattr(datamodule, "metainfo", None), tuple(getattr(datamodule, "class_names", None) or ()))
+    """The label set of a data module (``datamodules.base.SampleDataModule``): its ``metainfo`` (pose) and
+    ``class_names`` (seg), None where it has none."""
+    return SheetLabels(datamodule.metainfo, tuple(datamodule.class_names or ()))
 
 
 def split_batch(batch: dict, count: int) -> list[dict]:

@@ -28,10 +28,9 @@ from datamodules.keypoints.metainfo import SET_FILE
 from sapiens2_ft.models.checkpoints import load_model
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
 from sapiens2_ft.tasks.registry import TASK_KEY, model_class, task_spec
+from sapiens2_ft.tasks.saved_model import PREPROCESSOR_FILE
 from sapiens2_ft.training.hub import push_export
 from sapiens2_ft.training.model_card import write_card
-
-PREPROCESSOR_FILE = "preprocessor_config.json"
 
 
 def preprocessor_config(task: str, image_size, heatmap_sigma: float | None = None) -> dict:
@@ -53,15 +52,6 @@ def preprocessor_config(task: str, image_size, heatmap_sigma: float | None = Non
     if "keypoint_heatmap_downscale_factor" in config and heatmap_sigma is not None:
         config["keypoint_heatmap_sigma"] = heatmap_sigma
     return config
-
-
-def exported_input_size(directory: Path, config) -> list[int]:
-    """(H, W) an exported model runs at: its ``preprocessor_config.json`` size, else its config's image size."""
-    input_size = list(config.image_size)
-    if (Path(directory) / PREPROCESSOR_FILE).is_file():
-        size = json.loads((Path(directory) / PREPROCESSOR_FILE).read_text()).get("size") or {}
-        input_size = [size.get("height", input_size[0]), size.get("width", input_size[1])]
-    return input_size
 
 
 def export_checkpoint(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None,

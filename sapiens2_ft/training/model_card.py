@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import yaml
 
 from sapiens2_ft.resources import shipped_asset
-from sapiens2_ft.tasks.registry import TASK_KEY, TASKS, task_of_config, task_spec
+from sapiens2_ft.tasks.registry import TASK_KEY, TASKS, takes_person_boxes, task_of_config, task_spec
 
 CARD_FILE = "README.md"
 LICENCE_FILE = "LICENSE-sapiens2.md"  # the copy bundled with the keypoint sets (datamodules/keypoints/)
@@ -137,8 +137,9 @@ def results_text(meta: dict) -> str:
 
 def usage_text(task: str, model: str) -> str:
     spec = task_spec(task)
-    people = " --detector" if spec.predictor == "crops" else ""
-    crop = "  # on one person's crop (top-down)" if spec.predictor == "crops" else ""
+    top_down = takes_person_boxes(task)
+    people = " --detector" if top_down else ""
+    crop = "  # on one person's crop (top-down)" if top_down else ""
     return f"""## How to use
 
 With `transformers` alone (its Sapiens2 classes; the image processor resizes and normalises as training did):
@@ -183,7 +184,7 @@ def data_text(task: str, config: dict, summary: dict) -> str:
     lines = ["## Training data", "", f"- folder: `{data.get('root')}`"]
     samples = summary.get("samples") or {}
     if samples:
-        unit = "person instances" if task_spec(task).predictor == "crops" else "images"
+        unit = "person instances" if takes_person_boxes(task) else "images"
         lines.append(f"- samples: " + ", ".join(f"{split} {count:,}" for split, count in samples.items()) + f" ({unit})")
     for name, mix in (summary.get("train_datasets") or {}).items():
         lines.append(f"- mix: `{name}`: {mix['samples']:,} samples x repeat {mix['repeat']}, "
@@ -214,13 +215,12 @@ def recipe_text(info, config: dict, summary: dict) -> str:
 
 
 def limits_text(info, config: dict) -> str:
-    spec = task_spec(info.task)
     lines = ["## Limits", "",
              f"- It knows only the labels above and the kind of images it was trained on; the results were measured "
              f"on the run's own validation split, which says little about other photos.",
              f"- It runs at {' x '.join(str(v) for v in info.hyper_parameters.get('input_size') or [])} (H x W); larger "
              f"images are resized to it."]
-    if spec.predictor == "crops":
+    if takes_person_boxes(info.task):
         lines.append("- Top-down: it needs a box per person (`--detector`, `--boxes_from_seg` or `--boxes` of "
                      "`sapiens2-ft predict`); without one the whole image is taken as one person.")
     if (config.get("data") or {}).get("synthetic"):

@@ -13,8 +13,8 @@ import torch
 
 from sapiens2_ft.models.onnx import DTYPES, ONNX_FILE, export_onnx
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
-from sapiens2_ft.tasks.registry import TASKS, model_class, task_of_config, task_spec
-from sapiens2_ft.training.hf_export import PREPROCESSOR_FILE, exported_input_size
+from sapiens2_ft.tasks.registry import TASKS, model_class, takes_person_boxes, task_of_config, task_spec
+from sapiens2_ft.tasks.saved_model import PREPROCESSOR_FILE, exported_input_size
 
 ONNX_CONFIG_FILE = "onnx_config.json"
 
@@ -24,7 +24,7 @@ def onnx_config(directory: Path, config, task: str, names: list[str], shapes: di
     processor = json.loads((directory / PREPROCESSOR_FILE).read_text())
     size = processor["size"]
     spec = task_spec(task)
-    resize = ("person crop: box widened to the input aspect, affine-warped" if spec.predictor == "crops" else
+    resize = ("person crop: box widened to the input aspect, affine-warped" if takes_person_boxes(task) else
               "letterbox (keep aspect, pad the bottom / right)" if processor.get("do_pad") else "stretch")
     return {
         "model": ONNX_FILE, "task": task, "architecture": config.architectures[0], "dtype": dtype,

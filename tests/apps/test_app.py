@@ -49,8 +49,8 @@ def served(pose_run, seg_checkpoint, tmp_path_factory):
     """The app on a pose export and a seg checkpoint, served in this process; (url, models loaded, args)."""
     loaded = []
     with pytest.MonkeyPatch.context() as patch:
-        real = cli.load_module
-        patch.setattr(cli, "load_module", lambda *a, **k: loaded.append(a[0]) or real(*a, **k))
+        real = cli.load_inference
+        patch.setattr(cli, "load_inference", lambda *a, **k: loaded.append(a[0]) or real(*a, **k))
         args = ["--model", pose_run[1]["export"], "--model", str(seg_checkpoint), "--port", str(free_port()),
                 "--max_megapixels", "0.1", "--device", "cpu"]
         page = cli.start(cli.parser().parse_args(args), block=False)

@@ -16,8 +16,7 @@ from datamodules.images import read_image
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft import detect, predict
 from sapiens2_ft.models.detector import PersonDetector
-from sapiens2_ft.predict.dense import dense_maps
-from sapiens2_ft.predict.loading import load_module
+from sapiens2_ft.predict.loading import load_inference
 from sapiens2_ft.tasks.seg.boxes import boxes_from_foreground
 
 VAL_ANN = "annotations/person_keypoints_val2017.json"
@@ -88,10 +87,10 @@ def test_boxes_from_seg_crop_each_foreground_region(pose_run, seg_checkpoint, ti
     out = predict.main(["--model", str(pose_run[0] / "export"), "--input", str(tiny_coco / "val2017"),
                         "--out", str(tmp_path / "out"), "--boxes_from_seg", str(seg_checkpoint),
                         "--seg_min_area", "0.0005", "--seg_box_pad", "0.1"])
-    seg, _ = load_module(str(seg_checkpoint), tmp_path / "seg")
+    seg, _ = load_inference(str(seg_checkpoint), tmp_path / "seg")
     images = [read_image(str(p)) for p in sorted((tiny_coco / "val2017").iterdir())]
     expected = []
-    for outputs in dense_maps(seg, images):
+    for outputs in seg.image_outputs(images):
         probs = outputs["logits"].softmax(1)[0].detach()
         heads = torch.isin(probs.argmax(0), torch.tensor([SAPIENS2_PART_CLASSES.index(n) for n in HEAD_PARTS]))
         expected += boxes_from_foreground((probs.argmax(0) > 0).numpy(), 0.0005, 0.1, (1 - probs[0]).numpy(),
@@ -102,22 +101,20 @@ def test_boxes_from_seg_crop_each_foreground_region(pose_run, seg_checkpoint, ti
 
 def test_a_seg_model_giving_boxes_and_maps_runs_once(pose_run, seg_checkpoint, tiny_coco, tmp_path, monkeypatch):
     """``--model S --boxes_from_seg S``: one seg forward per chunk, the same boxes as ``--boxes_from_seg`` alone."""
-    from sapiens2_ft.predict import boxes as box_sources
-    from sapiens2_ft.predict import run
+    from sapiens2_ft.tasks.seg.inference import SegmentationInference
 
     calls = []
-    real = run.dense_maps
+    real = SegmentationInference.image_outputs
 
-    def counted(module, images, *rest):
-        calls.append(type(module).__name__)
-        return real(module, images, *rest)
+    def counted(inference, images, *rest):  # the maps of --model and of --boxes_from_seg
+        calls.append(type(inference).__name__)
+        return real(inference, images, *rest)
 
-    for where in (run, box_sources):  # the maps of --model and of --boxes_from_seg
-        monkeypatch.setattr(where, "dense_maps", counted)
+    monkeypatch.setattr(SegmentationInference, "image_outputs", counted)
     args = ["--input", str(tiny_coco / "val2017"), "--boxes_from_seg", str(seg_checkpoint), "--batch_size", "8"]
     both = predict.main(["--model", str(pose_run[0] / "export"), "--model", str(seg_checkpoint), *args,
                          "--out", str(tmp_path / "both")])
-    assert calls == ["SegmentationModule"]  # the val folder's 2 images are one chunk
+    assert calls == ["SegmentationInference"]  # the val folder's 2 images are one chunk
     alone = predict.main(["--model", str(pose_run[0] / "export"), *args, "--out", str(tmp_path / "alone")])
     boxes = [sorted(r["bbox"] for r in json.loads(path.read_text()))
              for path in (both / "pose" / "keypoints.json", alone / "keypoints.json")]
@@ -163,6 +160,6 @@ def test_people_boxes_split_touching_people_at_their_heads_unless_asked_not_to()
             heads[5:20, 10:20] = heads[5:20, 40:50] = True
             return heads
 
-    assert len(PeopleBoxes(TwoPeople(), 0.001, 0.0).from_maps([{}])[0]) == 2
-    assert len(PeopleBoxes(TwoPeople(), 0.001, 0.0, split_heads=False).from_maps([{}])[0]) == 1
-    assert len(PeopleBoxes(TwoPeople(), 0.001, 0.0, head_area=0.05).from_maps([{}])[0]) == 1  # heads of 0.042
+    assert len(PeopleBoxes(TwoPeople(), 0.001, 0.0).from_outputs([{}])[0]) == 2
+    assert len(PeopleBoxes(TwoPeople(), 0.001, 0.0, split_heads=False).from_outputs([{}])[0]) == 1
+    assert len(PeopleBoxes(TwoPeople(), 0.001, 0.0, head_area=0.05).from_outputs([{}])[0]) == 1  # heads of 0.042

@@ -19,8 +19,8 @@ from datamodules.keypoints.metainfo import load_metainfo, parse_metainfo
 from datamodules.transforms import affine
 from sapiens2_ft import predict
 from sapiens2_ft.predict.boxes import read_boxes
-from sapiens2_ft.predict.dense import unwarp
 from sapiens2_ft.models.checkpoints import CheckpointError, load_model
+from sapiens2_ft.tasks.dense_maps import unwarp
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pose.module import PoseModule
 from sapiens2_ft.tasks.registry import model_class

@@ -11,7 +11,6 @@ import torch
 
 from datamodules.dense_datamodule import DenseDataModule
 from sapiens2_ft import api, predict
-from sapiens2_ft.predict.dense import dense_maps
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pointmap.module import PointmapModule
 
@@ -42,8 +41,8 @@ def test_known_focal_gives_the_datamodules_scale(pointmap_module, dense_root):
     for name, image, K in val_images(dense_root):
         expected = batch["scale"].reshape(-1)[batch["name"].index(name)]
         with torch.no_grad():
-            maps = dense_maps(pointmap_module, [image], focal=float(K[0, 0]))[0]
-            plain = dense_maps(pointmap_module, [image])[0]
+            maps = pointmap_module.inference.image_outputs([image], focal=float(K[0, 0]))[0]
+            plain = pointmap_module.inference.image_outputs([image])[0]
         assert maps["scale"].item() == pytest.approx(expected.item(), rel=1e-5)
         assert torch.equal(maps["pointmap"], plain["pointmap"])  # the canonical points are the model's
         assert not torch.allclose(maps["scale"], plain["scale"])  # an untrained scale branch guesses otherwise
@@ -59,8 +58,8 @@ def test_predict_focal_rescales_the_metric_points(pointmap_module, dense_root, t
                           "--focal", str(K[0, 0])])
     ratio = np.load(known / f"{name}.npy") / np.load(plain / f"{name}.npy")
     predictor = api.load(model)
-    height = predictor.module.hparams.input_size[0]  # the letterbox fits the height: fx * height / image height
-    known_scale = predictor.module.hparams.canonical_focal / (float(K[0, 0]) * height / image.shape[0])
+    height = predictor.inference.input_size[0]  # the letterbox fits the height: fx * height / image height
+    known_scale = predictor.inference.canonical_focal / (float(K[0, 0]) * height / image.shape[0])
     expected = float(predictor.predict(image)[0]["maps"]["scale"]) / known_scale
     assert np.allclose(ratio, expected, rtol=1e-4)  # predicted over known scale, on every point
     via_api = predictor.predict(image, focal=float(K[0, 0]))[0]["files"][".npy"]
@@ -78,6 +77,7 @@ def test_focal_is_refused_where_it_means_nothing(dense_root, tmp_path):
     with pytest.raises(SystemExit, match="must be > 0"):
         predict.main([*args, "--out", str(tmp_path / "b"), "--focal", "0"])
     with pytest.raises(ValueError, match="only models with a metric scale"):
-        dense_maps(normal, [np.zeros((64, 48, 3), np.uint8)], focal=300.0)
+        normal.inference.image_outputs([np.zeros((64, 48, 3), np.uint8)], focal=300.0)
     with pytest.raises(ValueError, match="must be > 0"):
-        dense_maps(PointmapModule(size="tiny", input_size=SIZE), [np.zeros((64, 48, 3), np.uint8)], focal=0.0)
+        PointmapModule(size="tiny", input_size=SIZE).inference.image_outputs([np.zeros((64, 48, 3), np.uint8)],
+                                                                            focal=0.0)

@@ -15,7 +15,7 @@ import sapiens2_ft
 from datamodules.images import read_image
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft import evaluate, predict
-from sapiens2_ft.predict.loading import load_module
+from sapiens2_ft.predict.loading import load_inference
 
 RELEASED = "facebook/sapiens2-pose-0.4b"
 # REFERENCE: the COCO-17 keypoints are these rows of the 308-keypoint head, in COCO order.
@@ -34,13 +34,13 @@ def test_a_released_pose_model_predicts_with_no_flag(hub, tiny_coco, tmp_path, c
     assert people and all(len(p["keypoints"]) == 308 * 3 for p in people)
     boxes = {tuple(p["bbox"]) for p in people}  # the detector's boxes, not whole images
     assert all(box != (0.0, 0.0, 192.0, 256.0) for box in boxes) and len(boxes) > 1
-    module, _ = load_module(RELEASED, tmp_path / "x")
-    assert module.metainfo.name == "sapiens2_308" and module.metainfo.flip_pairs  # flips and skeleton come along
+    inference, _ = load_inference(RELEASED, tmp_path / "x")
+    assert inference.metainfo.name == "sapiens2_308" and inference.metainfo.flip_pairs  # flips and skeleton come along
 
 
 def test_another_set_is_the_rows_of_the_same_names(hub, tiny_coco, tmp_path):
-    whole, _ = load_module(RELEASED, tmp_path / "a")
-    coco, _ = load_module(RELEASED, tmp_path / "b", keypoints="coco17")
+    whole, _ = load_inference(RELEASED, tmp_path / "a")
+    coco, _ = load_inference(RELEASED, tmp_path / "b", keypoints="coco17")
     pixels = torch.randn(2, 3, 256, 192)
     with torch.no_grad():
         all_rows = whole.predict(pixels)["heatmaps"]
@@ -59,7 +59,7 @@ def test_a_set_with_names_the_model_lacks_is_refused_by_name(hub, tmp_path):
     yaml_set = tmp_path / "mine.yaml"
     yaml_set.write_text("name: mine\nkeypoints: [nose, left_tail, right_tail]\nsigmas: [0.03, 0.05, 0.05]\n")
     with pytest.raises(SystemExit, match=r"has no keypoint \['left_tail', 'right_tail'\] \(2 of the 3 asked for\)"):
-        load_module(RELEASED, tmp_path / "x", keypoints=str(yaml_set))
+        load_inference(RELEASED, tmp_path / "x", keypoints=str(yaml_set))
 
 
 def test_evaluate_scores_the_released_model_on_coco17_by_name(hub, tiny_coco, tmp_path):
@@ -87,4 +87,4 @@ def test_without_a_detector_the_message_names_the_other_box_sources(tiny_pose308
 def test_openpose_25_from_the_released_model_lacks_only_mid_hip(hub, tmp_path):
     """The built-in OpenPose-25 set by name: the 308 rows hold 24 of its keypoints; the hips' midpoint is named."""
     with pytest.raises(SystemExit, match=r"has no keypoint \['mid_hip'\] \(1 of the 25 asked for\)"):
-        load_module(RELEASED, tmp_path / "x", keypoints="openpose25")
+        load_inference(RELEASED, tmp_path / "x", keypoints="openpose25")

@@ -60,7 +60,7 @@ def test_onnxruntime_gives_transformers_outputs(task, tmp_path, monkeypatch):
 
 def test_pose_keypoints_agree_between_backends_and_the_runtime_config(pose_run, tiny_coco, tmp_path):
     from sapiens2_ft import export
-    from sapiens2_ft.predict.loading import load_module
+    from sapiens2_ft.predict.loading import load_inference
 
     run_dir, _ = pose_run
     out = export.main(["--checkpoint", str(run_dir / "checkpoints" / "last.ckpt"), "--out", str(tmp_path / "m"),
@@ -69,14 +69,14 @@ def test_pose_keypoints_agree_between_backends_and_the_runtime_config(pose_run, 
     assert meta["task"] == "pose" and meta["input"]["shape"] == ["batch", 3, 256, 192]
     assert meta["outputs"] == {"heatmaps": ["batch", 17, 64, 48]} and len(meta["labels"]) == 17
     assert meta["flip_pairs"] and "softmax" in meta["decode"] and meta["preprocessor"]["size"]["height"] == 256
-    torch_module, _ = load_module(str(out), tmp_path / "a")
-    onnx_module, _ = load_module(str(out), tmp_path / "b", backend="onnxruntime")
-    assert isinstance(onnx_module.model, OnnxModel)
+    torch_model, _ = load_inference(str(out), tmp_path / "a")
+    onnx_model, _ = load_inference(str(out), tmp_path / "b", backend="onnxruntime")
+    assert isinstance(onnx_model.model, OnnxModel)
     crops = torch.randint(0, 256, (4, 3, 256, 192), generator=torch.Generator().manual_seed(0)).float()
     pixels = (crops - 120) / 58
     with torch.no_grad():
-        a, b = torch_module.infer(pixels), onnx_module.infer(pixels)
-        heatmaps = (torch_module.predict(pixels)["heatmaps"] - onnx_module.predict(pixels)["heatmaps"]).abs().max()
+        a, b = torch_model.infer(pixels), onnx_model.infer(pixels)
+        heatmaps = (torch_model.predict(pixels)["heatmaps"] - onnx_model.predict(pixels)["heatmaps"]).abs().max()
     print(f"pose heatmaps: max abs diff {heatmaps:.2e}")
     assert heatmaps <= ATOL
     px = (a["coords"] - b["coords"]).abs().max().item()
@@ -106,7 +106,7 @@ def test_pose_keypoints_agree_between_backends_and_the_runtime_config(pose_run, 
     crop = affine.warp_image(cv2.imread(str(path))[..., ::-1], matrix, (256, 192), affine.crop_interpolation(matrix))
     pixels = torch.from_numpy(np.ascontiguousarray(crop)).permute(2, 0, 1)[None]
     with torch.no_grad():
-        heatmaps = torch_module.predict(normalize_images(pixels))["heatmaps"][0]
+        heatmaps = torch_model.predict(normalize_images(pixels))["heatmaps"][0]
     k, h, w = heatmaps.shape
     at = heatmaps.reshape(k, -1).argmax(1)
     coords = heatmap_to_input_coords(torch.stack([at % w, at // w], 1).double(), (256, 192), (h, w)).numpy()
@@ -116,11 +116,11 @@ def test_pose_keypoints_agree_between_backends_and_the_runtime_config(pose_run, 
 
 
 def test_the_backend_needs_a_graph(pose_run, tmp_path, monkeypatch):
-    from sapiens2_ft.predict.loading import load_module
+    from sapiens2_ft.predict.loading import load_inference
 
     run_dir, _ = pose_run
     with pytest.raises(SystemExit, match="has no model.onnx; add it with"):
-        load_module(str(run_dir / "export"), tmp_path, backend="onnxruntime")
+        load_inference(str(run_dir / "export"), tmp_path, backend="onnxruntime")
     assert output_names(_model("pose", monkeypatch), torch.zeros(1, 3, *SIZE)) == ["heatmaps"]
 
 

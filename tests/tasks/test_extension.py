@@ -34,6 +34,7 @@ import pytest
 import torch
 
 import datamodules.dense.targets as dense_targets
+import sapiens2_ft
 import datamodules.dense_datamodule as dense_datamodule
 import sapiens2_ft.tasks as tasks_package
 from datamodules.dense.targets import TARGETS
@@ -48,7 +49,7 @@ SIZE = (64, 48)  # the network input (H, W); the images are 96x72, so every map 
 def albedo_task(tmp_path, monkeypatch) -> Path:
     """The toy task installed as the steps of "Adding a task" say (3 before 2: ``_dense`` reads ``TARGETS``);
     returns its config."""
-    # 1. The task folder: sapiens2_ft/tasks/albedo/ (module, loss, metric, draw).
+    # 1. The task folder: sapiens2_ft/tasks/albedo/ (inference, module, loss, metric, draw).
     tasks_dir = tmp_path / "sapiens2_ft" / "tasks"
     shutil.copytree(EXTENSION / "albedo", tasks_dir / "albedo")
     monkeypatch.setattr(tasks_package, "__path__", [*tasks_package.__path__, str(tasks_dir)])
@@ -69,10 +70,10 @@ def albedo_task(tmp_path, monkeypatch) -> Path:
     from sapiens2_ft.tasks.albedo import draw as albedo_draw
 
     spec = registry._dense(
-        "albedo", "AlbedoModule", "Sapiens2ForNormalEstimation", ("val/mae", "min"),
+        "albedo", "Albedo", "Sapiens2ForNormalEstimation", ("val/mae", "min"),
         outputs=("albedo",), heads=heads.PIXEL_SHUFFLE_HEADS, draw_sample=albedo_draw.draw_sample,
         decode="normals (B, 1, h, w): the sigmoid = albedo in [0, 1]; resize to the input size and undo the "
-               "letterbox.",
+               "letterbox.", auto_class="AutoModelForNormalEstimation", predicts="a grey reflectance for every pixel",
         processor={"do_pad": True})  # letterboxed as in training
     monkeypatch.setitem(TASKS, "albedo", spec)
     # 4. A config: configs/albedo_demo.yaml.
@@ -171,6 +172,14 @@ def test_a_new_dense_task_trains_validates_predicts_and_exports(albedo_task, tmp
     albedo = np.load(out / "001.npy")
     assert albedo.shape == cv2.imread(str(image)).shape[:2] and 0 <= albedo.min() and albedo.max() <= 1
     assert cv2.imread(str(out / "001_albedo.png")).shape[:2] == albedo.shape
+
+    # Its inference object, on its own (the Python API): the files predict wrote, and what the web demo reports.
+    predictor = sapiens2_ft.load(exported, device="cpu")
+    assert type(predictor.inference).__name__ == "AlbedoInference" and predictor.labels == ["albedo"]
+    [result] = predictor.predict(image)
+    assert result["maps"]["albedo"].shape == (1, *albedo.shape)
+    np.testing.assert_allclose(result["files"][".npy"], albedo, atol=1e-3)
+    assert 0 <= predictor.inference.findings(result["files"])["mean_albedo"] <= 1
 
 
 def test_a_checkpoint_of_another_task_of_the_same_class_gives_its_backbone_only(albedo_task, tmp_path):

@@ -9,10 +9,12 @@ import transformers
 
 from datamodules.dense.targets import TARGETS
 from sapiens2_ft.tasks.base import RunModule, TaskInterface, TaskModule
+from sapiens2_ft.tasks.inference import TaskInference
 from sapiens2_ft.tasks.registry import (
     TASK_KEY,
     TASKS,
     import_class,
+    inference_class,
     label_names,
     model_class,
     task_of_architecture,
@@ -33,7 +35,7 @@ def test_each_entry_names_importable_classes_of_its_task(task):
     assert issubclass(import_class(spec.datamodule), __import__("lightning").LightningDataModule)
     assert spec.monitor[1] in ("max", "min") and spec.monitor[0].startswith("val/")
     if spec.model_class is None:
-        assert spec.predictor is None
+        assert spec.inference is None
         with pytest.raises(ValueError, match="no single transformers model"):
             model_class(task)
         return
@@ -44,8 +46,9 @@ def test_each_entry_names_importable_classes_of_its_task(task):
     # Tasks may share a class: an export records its task, which wins over the class's first task.
     assert task_of_config(transformers.Sapiens2Config(architectures=[spec.model_class], **{TASK_KEY: task})) == task
     assert task_spec(task_of_architecture(spec.model_class)).model_class == spec.model_class
-    assert issubclass(module, TaskModule) and spec.predictor in ("crops", "images")
-    assert callable(getattr(module, "picture", None)) and spec.draw_sample is not None  # its one drawing
+    assert issubclass(module, TaskModule) and module.inference_class is inference_class(task)
+    assert issubclass(inference_class(task), TaskInference) and inference_class(task).task == task
+    assert inference_class(task).picture is not TaskInference.picture and spec.draw_sample is not None  # its drawing
     assert "0.4b" in spec.heads and "tiny" in spec.heads  # the fallback layout and the CPU-sized one
     assert bool(spec.outputs) != bool(spec.label_arg)  # fixed channels, or a label set given by one argument
     if spec.label_arg:

@@ -10,17 +10,15 @@ validation mattes are written to ``<run_dir>/predictions/`` as ``NAME_alpha.png`
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import torch
 
 from sapiens2_ft.tasks.base import TaskModule, weight_name_problems
-from sapiens2_ft.tasks.dense_maps import resize_to
+from sapiens2_ft.tasks.matting import draw
+from sapiens2_ft.tasks.matting.inference import MattingBatch, MattingInference, MattingOutputs
 from sapiens2_ft.tasks.matting.loss import DEFAULT_WEIGHTS, estimate_background, matting_loss
 from sapiens2_ft.tasks.matting.metric import MattingMetrics
-from sapiens2_ft.tasks.matting import draw
-from sapiens2_ft.tasks.visualize import image_rgb, side_by_side, to_png
+from sapiens2_ft.tasks.visualize import image_rgb, side_by_side
 
 
 class MattingModule(TaskModule):
@@ -32,6 +30,7 @@ class MattingModule(TaskModule):
     """
 
     task = "matting"
+    inference_class = MattingInference
 
     @classmethod
     def check_options(cls, **options) -> list[str]:
@@ -41,44 +40,20 @@ class MattingModule(TaskModule):
         super().__init__(**kwargs)
         self.val_metrics = MattingMetrics()
 
-    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
-        out = self.model(pixel_values)
-        # Resizing after the sigmoid keeps values in [0, 1].
-        return {"alpha": resize_to(out.alphas, size), "foreground": resize_to(out.foregrounds, size)}
-
-    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+    def loss_terms(self, outputs: MattingOutputs, batch: MattingBatch) -> dict[str, torch.Tensor]:
         image = batch["image"].float() / 255.0
         alpha_gt, fg_gt = batch["alpha"], batch["foreground"]
         return matting_loss(outputs["alpha"], outputs["foreground"], alpha_gt, fg_gt, image,
                             bg=estimate_background(image, alpha_gt, fg_gt), has_foreground=batch["has_foreground"],
                             weights=self.hparams.loss_weights)
 
-    def update_metrics(self, outputs: dict, batch: dict) -> None:
+    def update_metrics(self, outputs: MattingOutputs, batch: MattingBatch) -> None:
         self.val_metrics.update(outputs["alpha"].float(), batch["alpha"])
 
-    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
-        alpha = outputs["alpha"][i, 0].float().cpu()
-        foreground = (outputs["foreground"][i].float().cpu().permute(1, 2, 0).numpy() * 255).clip(0, 255)
-        composite = draw.picture(foreground, alpha.numpy())
-        return {"_alpha.png": to_png(alpha), "_foreground.png": to_png(outputs["foreground"][i]),
-                "_composite.png": np.ascontiguousarray(composite[..., ::-1])}
-
-    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+    def panel(self, outputs: MattingOutputs, batch: MattingBatch, i: int) -> tuple[str, np.ndarray]:
         """The image, cut out by the true and by the predicted alpha, and the predicted foreground cut out."""
         image, alpha = image_rgb(batch, i), outputs["alpha"][i, 0].float().numpy()
         foreground = (outputs["foreground"][i].float().permute(1, 2, 0).numpy() * 255).clip(0, 255)
         pictures = [image, draw.picture(image, batch["alpha"][i, 0].numpy()), draw.picture(image, alpha),
                     draw.picture(foreground, alpha)]
         return "matting", side_by_side(pictures, ["image", "ground truth", "prediction", "predicted foreground"])
-
-    def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
-        return draw.TITLE, draw.picture(image, result["_alpha.png"] / 255.0)
-
-    def findings(self, result) -> dict:
-        """The fraction of the image that is foreground (alpha >= 0.5)."""
-        return {"foreground_area": round(float((result["_alpha.png"] >= 128).mean()), 5)}
-
-    def people(self, outputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        """Alpha >= 0.5; probability the alpha."""
-        alpha = outputs["alpha"][0, 0].float()
-        return (alpha >= 0.5).cpu(), alpha.cpu()

@@ -8,17 +8,16 @@ pixels within 5 / 11.25 / 22.5 / 30 degrees; the first validation normal maps ar
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import torch
 
 from sapiens2_ft.tasks.base import TaskModule
-from sapiens2_ft.tasks.dense_maps import resize_to, unit_vectors
+from sapiens2_ft.tasks.dense_maps import unit_vectors
+from sapiens2_ft.tasks.normal import draw
+from sapiens2_ft.tasks.normal.inference import NormalBatch, NormalInference, NormalOutputs
 from sapiens2_ft.tasks.normal.loss import normal_loss
 from sapiens2_ft.tasks.normal.metric import NormalMetrics
-from sapiens2_ft.tasks.normal import draw
-from sapiens2_ft.tasks.visualize import image_rgb, side_by_side, to_png
+from sapiens2_ft.tasks.visualize import image_rgb, side_by_side
 
 
 class NormalModule(TaskModule):
@@ -33,35 +32,22 @@ class NormalModule(TaskModule):
     """
 
     task = "normal"
-    people_only_pictures = True
+    inference_class = NormalInference
 
     def __init__(self, cos_weight: float = 10.0, l1_weight: float = 1.0, grad_weight: float = 10.0, **kwargs):
         super().__init__(**kwargs)
         self.val_metrics = NormalMetrics()
 
-    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
-        return {"normals": resize_to(self.model(pixel_values).normals, size)}
-
-    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+    def loss_terms(self, outputs: NormalOutputs, batch: NormalBatch) -> dict[str, torch.Tensor]:
         hp = self.hparams
         return normal_loss(outputs["normals"], batch["normals"], batch["mask"], hp.cos_weight, hp.l1_weight,
                            hp.grad_weight)
 
-    def update_metrics(self, outputs: dict, batch: dict) -> None:
+    def update_metrics(self, outputs: NormalOutputs, batch: NormalBatch) -> None:
         self.val_metrics.update(outputs["normals"].float(), batch["normals"], batch["mask"])
 
-    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
-        unit = unit_vectors(outputs["normals"][i].float(), dim=0)
-        picture = to_png(unit, -1.0, 1.0)
-        if "mask" in batch:  # the figure only (ground truth in validation, --mask_model in predict)
-            picture[~batch["mask"][i].reshape(picture.shape[:2]).cpu().numpy().astype(bool)] = 0
-        return {".npy": unit.permute(1, 2, 0).cpu().numpy().astype("float16"), "_normal.png": picture}
-
-    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+    def panel(self, outputs: NormalOutputs, batch: NormalBatch, i: int) -> tuple[str, np.ndarray]:
         mask = batch["mask"][i].squeeze(0).numpy()  # the figure: background pixels have no normal to show
         truth = draw.picture(batch["normals"][i].permute(1, 2, 0).numpy(), mask)
         predicted = draw.picture(unit_vectors(outputs["normals"][i].float(), dim=0).permute(1, 2, 0).numpy(), mask)
         return "normals", side_by_side([image_rgb(batch, i), truth, predicted], ["image", "ground truth", "prediction"])
-
-    def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
-        return draw.TITLE, draw.picture(result[".npy"].astype(np.float32), people)

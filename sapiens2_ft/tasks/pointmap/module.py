@@ -16,31 +16,16 @@ the predicted focal, float32) and ``NAME_depth.png`` (turbo colour map of 1 / Z)
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import torch
 
 from sapiens2_ft.tasks.base import TaskModule, weight_name_problems
-from sapiens2_ft.tasks.dense_maps import resize_to
+from sapiens2_ft.tasks.inference import Files
+from sapiens2_ft.tasks.pointmap import draw
+from sapiens2_ft.tasks.pointmap.inference import PointmapBatch, PointmapInference, PointmapOutputs, to_metric
 from sapiens2_ft.tasks.pointmap.loss import DEFAULT_WEIGHTS, pointmap_loss
 from sapiens2_ft.tasks.pointmap.metric import PointmapMetrics
-from sapiens2_ft.tasks.pointmap import draw
 from sapiens2_ft.tasks.visualize import image_rgb, side_by_side
-
-
-MIN_SCALE = 1e-3
-
-
-def to_metric(canonical: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """Canonical XYZ (B, 3, H, W) and scales (B,) or (B, 1) -> camera XYZ: all three divided by the scale
-    (clamped at ``MIN_SCALE``, so a degenerate predicted scale cannot blow up the points)."""
-    return canonical / scale.float().reshape(-1, 1, 1, 1).clamp_min(MIN_SCALE)
-
-
-def depth_png(z: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """The task's picture of depth (``draw.picture``) for ``cv2.imwrite`` (BGR)."""
-    return np.ascontiguousarray(draw.picture(z, mask)[..., ::-1])
 
 
 class PointmapModule(TaskModule):
@@ -55,31 +40,21 @@ class PointmapModule(TaskModule):
     """
 
     task = "pointmap"
+    inference_class = PointmapInference
 
     @classmethod
     def check_options(cls, **options) -> list[str]:
         return super().check_options(**options) + weight_name_problems(options.get("loss_weights"), DEFAULT_WEIGHTS)
-    people_only_pictures = True
 
     def __init__(self, loss_weights: dict[str, float] = dict(DEFAULT_WEIGHTS), canonical_focal: float = 768.0,
                  **kwargs):
         super().__init__(**kwargs)
         self.val_metrics = PointmapMetrics()
 
-    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
-        out = self.model(pixel_values)
-        outputs = {"pointmap": resize_to(out.pointmaps, size)}
-        if out.scales is not None:
-            outputs["scale"] = out.scales.reshape(-1)
-        return outputs
+    def inference_options(self) -> dict:
+        return {"canonical_focal": self.hparams.canonical_focal}
 
-    def with_focal(self, outputs: dict, focal: torch.Tensor) -> dict:
-        """``outputs`` with the scale of a known camera instead of the predicted one: ``focal`` (B,) fx in pixels of
-        the network's input, ``scale = canonical_focal / fx`` (as the data's targets; ``predict --focal``)."""
-        scale = float(self.hparams.canonical_focal) / focal.to(outputs["pointmap"].device, torch.float32)
-        return {**outputs, "scale": scale}
-
-    def check_focal(self, batch: dict) -> None:
+    def check_focal(self, batch: PointmapBatch) -> None:
         """The data's canonical focal (scale x fx of the image) must be ``canonical_focal``; checked once."""
         if getattr(self, "_focal_checked", False):
             return
@@ -90,19 +65,22 @@ class PointmapModule(TaskModule):
                              f"{focal.tolist()} (scale x fx); set them equal")
         self._focal_checked = True
 
-    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+    def loss_terms(self, outputs: PointmapOutputs, batch: PointmapBatch) -> dict[str, torch.Tensor]:
         self.check_focal(batch)
         return pointmap_loss(outputs["pointmap"], batch["pointmap"], batch["mask"],
                              pred_scale=outputs.get("scale"), target_scale=batch["scale"],
                              weights=self.hparams.loss_weights, intrinsics=batch["intrinsics"])
 
-    def _metric(self, outputs: dict, batch: dict) -> torch.Tensor:
-        scale = outputs["scale"] if "scale" in outputs else batch.get("scale")
-        if scale is None:  # no scale branch and no ground truth (inference): canonical camera
-            scale = torch.ones(len(outputs["pointmap"]), device=outputs["pointmap"].device)
-        return to_metric(outputs["pointmap"].float(), scale)
+    @staticmethod
+    def _scaled(outputs: PointmapOutputs, batch: PointmapBatch) -> PointmapOutputs:
+        """``outputs`` with the image's own scale (its ground truth) where the head has no scale branch."""
+        return outputs if "scale" in outputs or "scale" not in batch else {**outputs, "scale": batch["scale"]}
 
-    def update_metrics(self, outputs: dict, batch: dict) -> None:
+    def _metric(self, outputs: PointmapOutputs, batch: PointmapBatch) -> torch.Tensor:
+        """Metric XYZ by the predicted scale (a head without a scale branch: by the image's own)."""
+        return self.inference.metric(self._scaled(outputs, batch))
+
+    def update_metrics(self, outputs: PointmapOutputs, batch: PointmapBatch) -> None:
         """As upstream's evaluator: the canonical prediction against the canonical ground truth (the image's own
         intrinsics), in metres by the image's own scale; the predicted focal's metric points as
         ``l2_predicted_focal``."""
@@ -111,27 +89,13 @@ class PointmapModule(TaskModule):
         self.val_metrics.update(to_metric(outputs["pointmap"].float(), scale), to_metric(batch["pointmap"], scale),
                                 batch["mask"], predicted_focal=predicted, scale=scale.reshape(-1))
 
-    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
-        xyz = self._metric(outputs, batch)[i].permute(1, 2, 0).cpu().numpy()
-        # the figure only (ground truth in validation, --mask_model in predict)
-        mask = batch["mask"][i].reshape(xyz.shape[:2]).cpu().numpy().astype(bool) if "mask" in batch else None
-        return {".npy": xyz.astype(np.float32), "_depth.png": depth_png(xyz[..., 2], mask)}
+    def prediction_files(self, outputs: PointmapOutputs, batch: PointmapBatch, i: int) -> Files:
+        """The inference object's files, by the image's own scale where the head has no scale branch."""
+        return super().prediction_files(self._scaled(outputs, batch), batch, i)
 
-    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+    def panel(self, outputs: PointmapOutputs, batch: PointmapBatch, i: int) -> tuple[str, np.ndarray]:
         mask = batch["mask"][i].squeeze(0).numpy().astype(bool)
         truth = to_metric(batch["pointmap"][i:i + 1], batch["scale"][i:i + 1])[0, 2].numpy()
         predicted = self._metric(outputs, batch)[i, 2].numpy()
         pictures = [image_rgb(batch, i), draw.picture(truth, mask), draw.picture(predicted, mask)]
         return "depth", side_by_side(pictures, ["image", "ground truth", "prediction"])
-
-    def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
-        return draw.TITLE, draw.picture(result[".npy"][..., 2], people)
-
-    def findings(self, result) -> dict:
-        """The depth (metric Z) of the image's pixels: minimum, median and maximum, in metres."""
-        z = result[".npy"][..., 2]
-        z = z[np.isfinite(z) & (z > 0)]
-        if not z.size:
-            return {"depth_m": None}
-        return {"depth_m": {k: round(float(v), 4) for k, v in (("min", z.min()), ("median", np.median(z)),
-                                                               ("max", z.max()))}}

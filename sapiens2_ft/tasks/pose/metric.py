@@ -21,21 +21,9 @@ from datamodules.coco_keypoints import KeypointOrder
 from sapiens2_ft.compat import SyncPreparation
 from sapiens2_ft.tasks.diagnostics import Diagnostics, Table, keypoint_bar_chart, plain
 from sapiens2_ft.tasks.pose.keypoint_accuracy import PCK_THRESHOLD, KeypointAccuracy, keypoint_accuracy
-from sapiens2_ft.tasks.pose.oks_nms import keypoint_extent_area, oks_nms
+from sapiens2_ft.tasks.pose.oks_nms import keypoint_extent_area, oks_nms, rescore
 
 STAT_NAMES = ("AP", "AP50", "AP75", "APM", "APL", "AR", "AR50", "AR75", "ARM", "ARL")
-
-
-def rescore(keypoint_scores: np.ndarray, box_scores: np.ndarray, threshold: float) -> np.ndarray:
-    """Instance score = box score x mean of the keypoint scores above ``threshold`` (0 if none).
-
-    keypoint_scores (N, K), box_scores (N,) -> (N,) float64.
-    """
-    keypoint_scores = np.asarray(keypoint_scores, dtype=np.float64)
-    mask = keypoint_scores > threshold
-    n = mask.sum(axis=1)
-    mean = np.where(n > 0, (keypoint_scores * mask).sum(axis=1) / np.maximum(n, 1), 0.0)
-    return np.asarray(box_scores, dtype=np.float64) * mean
 
 
 MISSED = -1e6  # px: where a non-finite predicted keypoint is placed; its OKS term there is 0

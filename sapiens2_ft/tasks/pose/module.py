@@ -10,36 +10,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 import torch
 
-from datamodules.keypoints.metainfo import SET_FILE, MetainfoError, builtin_set_with, load_metainfo
+from datamodules.keypoints.metainfo import MetainfoError, load_metainfo
 from sapiens2_ft.tasks.base import TaskModule
-from sapiens2_ft.tasks.pose.codec import (
-    decode_heatmaps,
-    encode_heatmaps,
-    flip_heatmaps,
-    heatmap_probabilities,
-    heatmap_to_input_coords,
-    input_to_heatmap_coords,
-    window_mass,
-)
+from sapiens2_ft.tasks.pose import draw
+from sapiens2_ft.tasks.pose.codec import encode_heatmaps, input_to_heatmap_coords
+from sapiens2_ft.tasks.pose.inference import LOGITS_OUTPUT, PoseBatch, PoseInference, PoseOutputs
 from sapiens2_ft.tasks.pose.loss import heatmap_cross_entropy, weighted_heatmap_mse
 from sapiens2_ft.tasks.pose.metric import CocoKeypointAP
-from sapiens2_ft.tasks.pose import draw
 from sapiens2_ft.tasks.visualize import MIN_PANEL_HEIGHT, enlarge, image_rgb, side_by_side
 
 LOSSES = {"mse": weighted_heatmap_mse, "heatmap_ce": heatmap_cross_entropy}
-# heatmap_ce heads output logits: this ``config.heatmap_output`` tells exported models' users (predict, the API).
-LOGITS_OUTPUT = "logits"
-
-
-def score_radius(sigma: float) -> int:
-    """Heatmap px: a CE keypoint's score is its probability mass within 2 sigma (x, y) of it, ~0.95 for a model
-    that predicts its target exactly (bench/pose_scores.py chose 2 sigma on the demo's checkpoint)."""
-    return max(1, round(2 * sigma))
 
 
 class PoseModule(TaskModule):
@@ -55,6 +40,7 @@ class PoseModule(TaskModule):
     """
 
     task = "pose"
+    inference_class = PoseInference
     panel_outputs = ("coords", "scores")  # not the heatmaps
 
     @classmethod
@@ -76,68 +62,23 @@ class PoseModule(TaskModule):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.metainfo = load_metainfo(keypoints)
-        self.labels = list(self.metainfo.keypoint_names)
-        self.register_buffer("flip_indices", torch.tensor(self.metainfo.flip_indices), persistent=False)
+        self.metainfo = self.inference.metainfo
         self.loss_fn = LOSSES[loss]
 
-    def model_options(self) -> dict:
-        return {"flip_pairs": self.metainfo.flip_pairs}
+    def inference_options(self) -> dict:
+        hp = self.hparams
+        return {"keypoints": hp.keypoints, "flip_test": hp.flip_test, "sigma": hp.sigma,
+                "heatmap_output": LOGITS_OUTPUT if hp.loss == "heatmap_ce" else "heatmaps"}
 
     @classmethod
     def options_from_model(cls, directory: Path, config, labels: str | None = None) -> dict:
-        """The keypoint set: ``labels`` (a set name or YAML; its keypoints are the model's rows of the same names),
-        else the export's ``keypoints.yaml``, else the built-in set of the model's rows (a released 308-keypoint
-        model: ``sapiens2_308``); ``loss: heatmap_ce`` for a head that outputs logits (``config.heatmap_output``)."""
-        options = {"loss": "heatmap_ce"} if getattr(config, "heatmap_output", None) == LOGITS_OUTPUT else {}
-        if labels is None:
-            exported = Path(directory) / SET_FILE
-            labels = str(exported) if exported.is_file() else builtin_set_with(cls.row_names(directory, config))
-        if labels is None:
-            raise ValueError(f"{directory} has no {SET_FILE} and its {config.num_labels} keypoints are no built-in "
-                             f"set; give the keypoint set (a built-in name or a YAML file)")
-        try:
-            metainfo = load_metainfo(labels)
-        except MetainfoError as err:
-            raise ValueError(str(err)) from None
-        cls.check_rows(directory, config, list(metainfo.keypoint_names))
-        return {"keypoints": labels, **options}
+        """The inference class's (``PoseInference.options_from_model``), a logits head as ``loss: heatmap_ce``
+        (decoded as one)."""
+        options = PoseInference.options_from_model(directory, config, labels)
+        logits = options.pop("heatmap_output", None) == LOGITS_OUTPUT
+        return {**options, **({"loss": "heatmap_ce"} if logits else {})}
 
-    def build(self):
-        model, report = super().build()
-        if self.hparams.loss == "heatmap_ce":
-            model.config.heatmap_output = LOGITS_OUTPUT
-        return model, report
-
-    @property
-    def outputs_logits(self) -> bool:
-        return self.hparams.loss == "heatmap_ce"
-
-    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
-        """``heatmaps`` (B, K, h, w) of the crops (``size`` is not used: heatmaps keep their resolution)."""
-        return {"heatmaps": self.model(pixel_values).heatmaps}
-
-    def infer(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
-        """``heatmaps`` (flip-tested when enabled) and the decoded keypoints: ``coords`` (B, K, 2) in crop pixels
-        and ``scores`` (B, K). MSE heads: scores are the heatmap maxima. Cross-entropy heads: each map's softmax
-        (flip test averages these distributions) is decoded, a score is the probability mass within
-        ``score_radius(sigma)`` px of the keypoint (a confidence in [0, 1]), and ``heatmaps`` are the log-probabilities
-        (logits of the same distribution, for the loss)."""
-        def maps(x: torch.Tensor) -> torch.Tensor:
-            out = self.predict(x)["heatmaps"]
-            return heatmap_probabilities(out) if self.outputs_logits else out
-
-        heatmaps = maps(pixel_values)
-        if self.hparams.flip_test:
-            heatmaps = (heatmaps + flip_heatmaps(maps(pixel_values.flip(-1)), self.flip_indices)) / 2
-        coords, scores = decode_heatmaps(heatmaps.float())
-        if self.outputs_logits:
-            scores = window_mass(heatmaps, coords, score_radius(self.hparams.sigma))
-            heatmaps = heatmaps.clamp_min(torch.finfo(torch.float32).tiny).log()
-        coords = heatmap_to_input_coords(coords, self.hparams.input_size, tuple(heatmaps.shape[-2:]))
-        return {"heatmaps": heatmaps, "coords": coords, "scores": scores}
-
-    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+    def loss_terms(self, outputs: PoseOutputs, batch: PoseBatch) -> dict[str, torch.Tensor]:
         """UDP targets rendered here from the crop keypoints; ``loss`` = ``loss_weight`` x the heatmap loss."""
         heatmaps = outputs["heatmaps"]
         hm_size = tuple(heatmaps.shape[-2:])
@@ -153,14 +94,14 @@ class PoseModule(TaskModule):
                                               keypoint_names=self.metainfo.keypoint_names).to(self.device)
         super().on_validation_epoch_start()
 
-    def update_metrics(self, outputs: dict, batch: dict) -> None:
+    def update_metrics(self, outputs: PoseOutputs, batch: PoseBatch) -> None:
         """Keypoints back to image pixels (the inverse crop affine), scored against the annotation file."""
         coords = outputs["coords"]
         affine = batch["inverse_affine"].to(coords.dtype)  # crop px -> image px, (B, 2, 3)
         image_coords = coords @ affine[:, :, :2].transpose(1, 2) + affine[:, None, :, 2]
         self.val_metrics.update(batch["image_id"], image_coords, outputs["scores"], batch["box_score"], batch["area"])
 
-    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+    def panel(self, outputs: PoseOutputs, batch: PoseBatch, i: int) -> tuple[str, np.ndarray]:
         """``pose``: ground-truth and predicted skeletons on the crop."""
         crop, skeleton = image_rgb(batch, i), self.metainfo.skeleton
         big = enlarge(crop, MIN_PANEL_HEIGHT)  # drawn after enlarging: thin lines on small CPU crops
@@ -174,18 +115,6 @@ class PoseModule(TaskModule):
         shown = outputs["scores"][i].float().numpy() > draw.KEYPOINT_DRAW_THRESHOLD
         predicted = draw.skeleton(big, at_scale(outputs["coords"][i]), shown, skeleton, draw.PREDICTED_COLOR)
         return "pose", side_by_side([truth, predicted], ["ground truth", "prediction"])
-
-    def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
-        return f"pose ({len(result)} people)", draw.draw_people(image, result, self.metainfo.skeleton)
-
-    def findings(self, result) -> dict:
-        """Each person's box ``[x, y, w, h]`` and score, and per keypoint name ``[x, y, score]`` in image pixels."""
-        names = self.metainfo.keypoint_names
-        return {"people": [{"bbox": [round(float(v), 2) for v in person["bbox"][:4]],
-                            "score": round(float(person["score"]), 4),
-                            "keypoints": {name: [round(float(x), 2), round(float(y), 2), round(float(s), 4)]
-                                          for name, (x, y), s in zip(names, person["points"], person["scores"])}}
-                           for person in result]}
 
     def write_validation_outputs(self, run_dir: Path) -> None:
         """``predictions.json``: COCO keypoint results of the last validation (after rescoring and OKS-NMS)."""

@@ -1,4 +1,4 @@
-"""Object Keypoint Similarity (OKS) and greedy OKS-NMS, pure numpy.
+"""Object Keypoint Similarity (OKS), greedy OKS-NMS and the instance score, pure numpy.
 
 Follows the MMPose / COCO definition: per keypoint
 ``exp(-d^2 / (2 * s^2 * (2 * sigma)^2))`` with ``s^2`` the mean of the two
@@ -107,3 +107,15 @@ def oks_nms(
         ovr = oks_iou(keypoints[i], keypoints[rest], areas[i], areas[rest], sigmas)
         order = rest[ovr <= threshold]
     return np.asarray(keep, dtype=np.int64)
+
+
+def rescore(keypoint_scores: np.ndarray, box_scores: np.ndarray, threshold: float) -> np.ndarray:
+    """Instance score = box score x mean of the keypoint scores above ``threshold`` (0 if none).
+
+    keypoint_scores (N, K), box_scores (N,) -> (N,) float64.
+    """
+    keypoint_scores = np.asarray(keypoint_scores, dtype=np.float64)
+    mask = keypoint_scores > threshold
+    n = mask.sum(axis=1)
+    mean = np.where(n > 0, (keypoint_scores * mask).sum(axis=1) / np.maximum(n, 1), 0.0)
+    return np.asarray(box_scores, dtype=np.float64) * mean

@@ -8,17 +8,15 @@ aAcc from a confusion matrix summed across processes; the first validation label
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import torch
 
-from datamodules.body_parts import HEAD_PARTS, SAPIENS2_PART_CLASSES
+from datamodules.body_parts import SAPIENS2_PART_CLASSES
 from sapiens2_ft.tasks.base import TaskModule
-from sapiens2_ft.tasks.dense_maps import resize_to
+from sapiens2_ft.tasks.seg import draw
+from sapiens2_ft.tasks.seg.inference import SegBatch, SegmentationInference, SegOutputs
 from sapiens2_ft.tasks.seg.loss import default_class_weights, segmentation_loss
 from sapiens2_ft.tasks.seg.metric import SegmentationMetrics
-from sapiens2_ft.tasks.seg import draw
 from sapiens2_ft.tasks.visualize import image_rgb, side_by_side, with_legend
 
 
@@ -40,6 +38,7 @@ class SegmentationModule(TaskModule):
     """
 
     task = "seg"
+    inference_class = SegmentationInference
 
     def __init__(
         self,
@@ -54,31 +53,25 @@ class SegmentationModule(TaskModule):
         if class_weights is not None and len(class_weights) != len(names):
             raise ValueError(f"model.class_weights has {len(class_weights)} values for {len(names)} classes")
         super().__init__(**kwargs)
-        self.class_names = self.labels = names
+        self.class_names = names
         weights = class_weights if class_weights is not None else default_class_weights(names)
         weights = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
         self.register_buffer("class_weights", weights, persistent=False)
         self.val_metrics = SegmentationMetrics(len(self.class_names), ignore_index=ignore_index,
                                                class_names=self.class_names)
 
-    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
-        return {"logits": resize_to(self.model(pixel_values).logits, size)}
+    def inference_options(self) -> dict:
+        return {"class_names": self.hparams.class_names}
 
-    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+    def loss_terms(self, outputs: SegOutputs, batch: SegBatch) -> dict[str, torch.Tensor]:
         hp = self.hparams
         return segmentation_loss(outputs["logits"], batch["labels"], self.class_weights, hp.ignore_index,
                                  hp.ce_weight, hp.dice_weight)
 
-    def update_metrics(self, outputs: dict, batch: dict) -> None:
+    def update_metrics(self, outputs: SegOutputs, batch: SegBatch) -> None:
         self.val_metrics.update(outputs["logits"].argmax(1), batch["labels"])
 
-    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
-        """``NAME.png``: predicted class ids; ``NAME_overlay.png``: their colours over the image."""
-        labels = outputs["logits"][i].argmax(0).to(torch.uint8).cpu().numpy()
-        overlay = draw.picture(image_rgb(batch, i), labels, len(self.class_names))
-        return {".png": labels, "_overlay.png": np.ascontiguousarray(overlay[..., ::-1])}
-
-    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+    def panel(self, outputs: SegOutputs, batch: SegBatch, i: int) -> tuple[str, np.ndarray]:
         image, classes = image_rgb(batch, i), len(self.class_names)
         labels, predicted_labels = batch["labels"][i].numpy(), outputs["logits"][i].argmax(0).numpy()
         truth = draw.picture(image, labels, classes, self.hparams.ignore_index)
@@ -86,28 +79,3 @@ class SegmentationModule(TaskModule):
         panel = side_by_side([image, truth, predicted], ["image", "ground truth", "prediction"])
         shown = sorted(set(draw.classes_shown(labels, classes)) | set(draw.classes_shown(predicted_labels, classes)))
         return "segmentation", with_legend(panel, self.class_names, shown)
-
-    def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
-        return draw.TITLE, draw.picture(image, result[".png"], len(self.class_names))
-
-    def findings(self, result) -> dict:
-        """The fraction of the image each class covers, largest first (classes absent left out)."""
-        counts = np.bincount(result[".png"].reshape(-1), minlength=len(self.class_names))[:len(self.class_names)]
-        order = np.argsort(-counts, kind="stable")
-        return {"class_areas": {self.class_names[i]: round(float(counts[i]) / result[".png"].size, 5)
-                                for i in order if counts[i]}}
-
-    def sheet_legend(self, row: np.ndarray, result) -> np.ndarray:
-        return with_legend(row, self.class_names, draw.classes_shown(result[".png"], len(self.class_names)))
-
-    def people(self, outputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        """Any class but background (0); probability 1 - p(background)."""
-        probs = outputs["logits"][0].float().softmax(0)
-        return (probs.argmax(0) > 0).cpu(), (1 - probs[0]).cpu()
-
-    def people_heads(self, outputs: dict) -> torch.Tensor | None:
-        """The pixels of the head's classes (``HEAD_PARTS``); None when the class set has none of them."""
-        ids = [i for i, name in enumerate(self.class_names) if name in HEAD_PARTS]
-        if not ids:
-            return None
-        return torch.isin(outputs["logits"][0].argmax(0), torch.tensor(ids, device=outputs["logits"].device)).cpu()

@@ -36,7 +36,8 @@ class DataSheet(L.Callback):
         if not trainer.is_global_zero or spec is None or spec.draw_sample is None or resumed:
             return
         try:
-            labels = sheet_labels(trainer.datamodule if trainer.datamodule is not None else pl_module)
+            labels = (sheet_labels(trainer.datamodule) if trainer.datamodule is not None
+                      else pl_module.inference.sheet_labels())
             sheet = data_sheet(spec.name, split_batch(batch, self.count), labels)
             write_sheet(sheet, self.path)
         except (ValueError, KeyError, OSError) as err:  # a picture is not worth stopping a run for

@@ -282,7 +282,7 @@ def test_predict_gives_transformers_post_processed_xyz(tmp_path):
     cv2.imwrite(str(images / "a.png"), rng.integers(0, 255, (256, 192, 3), dtype=np.uint8))
     captured = []
     hook = module.model.register_forward_hook(lambda _m, _i, output: captured.append(output))
-    predict_images([Model(module, "pointmap", tmp_path / "out")], {"a.png": images / "a.png"}, batch_size=1)
+    predict_images([Model(module.inference, "pointmap", tmp_path / "out")], {"a.png": images / "a.png"}, batch_size=1)
     hook.remove()
     saved = torch.from_numpy(np.load(tmp_path / "out" / "a.npy")).permute(2, 0, 1)
     theirs = processor.post_process_pointmap_estimation(captured[0], source_sizes=[(256, 192)])[0]["pointmap"]

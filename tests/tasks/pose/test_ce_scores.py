@@ -8,10 +8,11 @@ import math
 import pytest
 import torch
 
-from sapiens2_ft.predict.loading import load_module
+from sapiens2_ft.predict.loading import load_inference
 from sapiens2_ft.tasks.pose.codec import heatmap_probabilities, window_mass
 from sapiens2_ft.tasks.pose.loss import heatmap_cross_entropy
-from sapiens2_ft.tasks.pose.module import PoseModule, score_radius
+from sapiens2_ft.tasks.pose.inference import score_radius
+from sapiens2_ft.tasks.pose.module import PoseModule
 
 
 def loop_mass(maps: torch.Tensor, coords: torch.Tensor, radius: int) -> torch.Tensor:
@@ -84,7 +85,7 @@ def test_ce_inference_scores_are_masses_of_the_flip_averaged_softmax():
         out = module.infer(x)
         logits = module.predict(x)["heatmaps"]
         flipped = module.predict(x.flip(-1))["heatmaps"]
-    flip = module.flip_indices
+    flip = module.inference.flip_indices
     probs = (heatmap_probabilities(logits) + heatmap_probabilities(flipped[:, flip].flip(-1))) / 2
     assert torch.allclose(out["heatmaps"].exp(), probs, atol=1e-6)  # log-probabilities, logits for the loss
     assert ((out["scores"] >= 0) & (out["scores"] <= 1)).all()
@@ -116,8 +117,8 @@ def test_exported_ce_model_is_decoded_as_one(tmp_path):
     module = ce_module()
     module.model.save_pretrained(tmp_path / "model")
     assert module.model.config.heatmap_output == "logits"
-    loaded, task = load_module(str(tmp_path / "model"), tmp_path / "out", keypoints="coco17")
-    assert task == "pose" and loaded.hparams.loss == "heatmap_ce"
+    loaded, task = load_inference(str(tmp_path / "model"), tmp_path / "out", keypoints="coco17")
+    assert task == "pose" and loaded.heatmap_output == "logits"
     x = torch.randn(2, 3, 64, 48)
     with torch.no_grad():
         assert torch.allclose(loaded.infer(x)["scores"], module.infer(x)["scores"], atol=1e-6)
@@ -125,7 +126,7 @@ def test_exported_ce_model_is_decoded_as_one(tmp_path):
     mse = PoseModule(size="tiny", keypoints="coco17", input_size=(64, 48))
     mse.configure_model()
     mse.model.save_pretrained(tmp_path / "mse")
-    assert load_module(str(tmp_path / "mse"), tmp_path / "out2", keypoints="coco17")[0].hparams.loss == "mse"
+    assert load_inference(str(tmp_path / "mse"), tmp_path / "out2", keypoints="coco17")[0].heatmap_output == "heatmaps"
 
 
 def test_cross_entropy_averages_over_the_weighted_keypoints():

@@ -49,13 +49,13 @@ def test_seg_recipe_runs_end_to_end(tmp_path):
 
 
 def test_people_heads_are_the_pixels_of_the_head_classes_by_name():
-    from sapiens2_ft.tasks.seg.module import SegmentationModule
+    from sapiens2_ft.tasks.seg.inference import SegmentationInference
 
     classes = ["Background", "Torso", "Hair", "Face_Neck", "Sky"]
     logits = torch.zeros(1, len(classes), 4, 4)
     for label, (y, x) in zip(range(len(classes)), [(0, 0), (1, 1), (2, 2), (3, 3), (0, 3)]):
         logits[0, label, y, x] = 5.0  # class ``label`` wins at one pixel; background (0) everywhere else
-    heads = SegmentationModule(pretrained=None, size="tiny", class_names=classes).people_heads({"logits": logits})
+    heads = SegmentationInference(class_names=classes).people_heads({"logits": logits})
     assert heads.dtype == torch.bool and heads.nonzero().tolist() == [[2, 2], [3, 3]]  # Hair, Face_Neck
-    no_heads = SegmentationModule(pretrained=None, size="tiny", class_names=["Background", "Person"])
+    no_heads = SegmentationInference(class_names=["Background", "Person"])
     assert no_heads.people_heads({"logits": logits[:, :2]}) is None  # no head class: nothing to split by

@@ -6,17 +6,15 @@ to ``<run_dir>/predictions/`` as ``NAME.npy`` (HxW float16) and ``NAME_albedo.pn
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import torch
 
 from sapiens2_ft.tasks.albedo import draw
+from sapiens2_ft.tasks.albedo.inference import AlbedoBatch, AlbedoInference, AlbedoOutputs
 from sapiens2_ft.tasks.albedo.loss import albedo_loss
 from sapiens2_ft.tasks.albedo.metric import AlbedoMetrics
 from sapiens2_ft.tasks.base import TaskModule
-from sapiens2_ft.tasks.dense_maps import resize_to
-from sapiens2_ft.tasks.visualize import image_rgb, side_by_side, to_png
+from sapiens2_ft.tasks.visualize import image_rgb, side_by_side
 
 
 class AlbedoModule(TaskModule):
@@ -28,6 +26,7 @@ class AlbedoModule(TaskModule):
     """
 
     task = "albedo"
+    inference_class = AlbedoInference
 
     @classmethod
     def check_options(cls, **options) -> list[str]:
@@ -39,25 +38,14 @@ class AlbedoModule(TaskModule):
         super().__init__(**kwargs)
         self.val_metrics = AlbedoMetrics()
 
-    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
-        # The class's head is a plain per-pixel regressor (its forward returns the raw maps as ``normals``).
-        return {"albedo": resize_to(torch.sigmoid(self.model(pixel_values).normals), size)}
-
-    def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
+    def loss_terms(self, outputs: AlbedoOutputs, batch: AlbedoBatch) -> dict[str, torch.Tensor]:
         return albedo_loss(outputs["albedo"], batch["albedo"], batch["mask"], self.hparams.gradient_weight)
 
-    def update_metrics(self, outputs: dict, batch: dict) -> None:
+    def update_metrics(self, outputs: AlbedoOutputs, batch: AlbedoBatch) -> None:
         self.val_metrics.update(outputs["albedo"].float(), batch["albedo"], batch["mask"])
 
-    def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
-        albedo = outputs["albedo"][i, 0].float().cpu()
-        return {".npy": albedo.numpy().astype("float16"), "_albedo.png": to_png(albedo)}
-
-    def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
+    def panel(self, outputs: AlbedoOutputs, batch: AlbedoBatch, i: int) -> tuple[str, np.ndarray]:
         mask = batch["mask"][i].numpy()
         truth = draw.picture(batch["albedo"][i, 0].numpy(), mask)
         predicted = draw.picture(outputs["albedo"][i, 0].float().numpy(), mask)
         return "albedo", side_by_side([image_rgb(batch, i), truth, predicted], ["image", "ground truth", "prediction"])
-
-    def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
-        return draw.TITLE, draw.picture(result[".npy"].astype(np.float32))

@@ -1,0 +1,88 @@
+"""Pointmaps with a trained model: canonical camera XYZ and a focal scale from the model, metric XYZ at the image's
+pixels (by the predicted focal, or a known camera's: ``with_focal``), their depth picture and depth range."""
+
+from __future__ import annotations
+
+from typing import NotRequired, Sequence, TypedDict
+
+import numpy as np
+import torch
+
+from sapiens2_ft.tasks.dense_maps import resize_to
+from sapiens2_ft.tasks.inference import Batch, Files, TaskInference
+from sapiens2_ft.tasks.pointmap import draw
+
+MIN_SCALE = 1e-3
+
+
+class PointmapBatch(Batch):
+    pointmap: torch.Tensor  # (B, 3, H, W) canonical camera XYZ (focal ``canonical_focal``)
+    mask: torch.Tensor  # (B, 1, H, W) bool: the pixels with a point
+    scale: torch.Tensor  # (B, 1) canonical_focal / fx of the image
+    intrinsics: torch.Tensor  # (B, 3, 3) K of the network input
+
+
+class PointmapOutputs(TypedDict):
+    pointmap: torch.Tensor  # (B, 3, H, W) canonical XYZ
+    scale: NotRequired[torch.Tensor]  # (B,) canonical_focal / fx (a head with the scale branch, or a known focal)
+
+
+def to_metric(canonical: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Canonical XYZ (B, 3, H, W) and scales (B,) or (B, 1) -> camera XYZ: all three divided by the scale
+    (clamped at ``MIN_SCALE``, so a degenerate predicted scale cannot blow up the points)."""
+    return canonical / scale.float().reshape(-1, 1, 1, 1).clamp_min(MIN_SCALE)
+
+
+def depth_png(z: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """The task's picture of depth (``draw.picture``) for ``cv2.imwrite`` (BGR)."""
+    return np.ascontiguousarray(draw.picture(z, mask)[..., ::-1])
+
+
+class PointmapInference(TaskInference):
+    """A pointmap model. ``canonical_focal``: the focal length of the canonical camera of its training targets."""
+
+    task = "pointmap"
+    takes_focal = True
+    people_only_pictures = True
+
+    def __init__(self, input_size: Sequence[int] = (256, 192), canonical_focal: float = 768.0, model=None):
+        super().__init__(input_size, model)
+        self.canonical_focal = float(canonical_focal)
+
+    def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> PointmapOutputs:
+        out = self.model(pixel_values)
+        outputs = {"pointmap": resize_to(out.pointmaps, size)}
+        if out.scales is not None:
+            outputs["scale"] = out.scales.reshape(-1)
+        return outputs
+
+    def with_focal(self, outputs: PointmapOutputs, focal: torch.Tensor) -> PointmapOutputs:
+        """``outputs`` with the scale of a known camera instead of the predicted one: ``focal`` (B,) fx in pixels of
+        the network's input, ``scale = canonical_focal / fx`` (as the data's targets; ``predict --focal``)."""
+        scale = self.canonical_focal / focal.to(outputs["pointmap"].device, torch.float32)
+        return {**outputs, "scale": scale}
+
+    def metric(self, outputs: PointmapOutputs) -> torch.Tensor:
+        """Metric XYZ (B, 3, H, W) by the outputs' scale (a head without a scale branch: the canonical camera)."""
+        scale = outputs.get("scale")
+        if scale is None:
+            scale = torch.ones(len(outputs["pointmap"]), device=outputs["pointmap"].device)
+        return to_metric(outputs["pointmap"].float(), scale)
+
+    def files(self, outputs: PointmapOutputs, i: int, image: np.ndarray, mask: torch.Tensor | None = None) -> Files:
+        """``NAME.npy``: HxWx3 metric XYZ (float32); ``NAME_depth.png``: turbo colour map of 1 / Z (within ``mask``)."""
+        xyz = self.metric(outputs)[i].permute(1, 2, 0).cpu().numpy()
+        shown = mask.reshape(xyz.shape[:2]).cpu().numpy().astype(bool) if mask is not None else None
+        return {".npy": xyz.astype(np.float32), "_depth.png": depth_png(xyz[..., 2], shown)}
+
+    def picture(self, result: Files, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
+        return draw.TITLE, draw.picture(result[".npy"][..., 2], people)
+
+    def findings(self, result: Files) -> dict:
+        """The depth (metric Z) of the image's pixels: minimum, median and maximum, in metres."""
+        z = result[".npy"][..., 2]
+        z = z[np.isfinite(z) & (z > 0)]
+        if not z.size:
+            return {"depth_m": None}
+        return {"depth_m": {k: round(float(v), 4) for k, v in (("min", z.min()), ("median", np.median(z)),
+                                                               ("max", z.max()))}}

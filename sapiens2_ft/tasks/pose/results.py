@@ -1,0 +1,51 @@
+"""What ``predict`` writes of a pose model: COCO keypoint results, the images they refer to, an overlay per image."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from sapiens2_ft.tasks.inference import output_name
+from sapiens2_ft.tasks.pose.draw import draw_people
+
+
+def coco_results(image_id: int, people: list[dict]) -> list[dict]:
+    """COCO keypoint results of one image."""
+    return [{"image_id": image_id, "category_id": 1,
+             "keypoints": np.concatenate([p["points"], p["scores"][:, None]], axis=1).reshape(-1).round(2).tolist(),
+             "score": p["score"], "bbox": np.asarray(p["bbox"], dtype=np.float64).round(2).tolist()} for p in people]
+
+
+class PoseResults:
+    """``overlays/NAME.jpg`` per image as it comes, and at ``close`` ``keypoints.json`` (COCO keypoint results) and
+    ``images.json`` (the images and person category they refer to), in ``out``."""
+
+    def __init__(self, out: Path, metainfo):
+        self.out, self.metainfo = out, metainfo
+        self.results: list[dict] = []
+        self.images: list[dict] = []
+
+    def add(self, key: str, image_id: int, image: np.ndarray, people: list[dict]) -> None:
+        height, width = image.shape[:2]
+        self.images.append({"id": image_id, "file_name": key, "height": height, "width": width})
+        self.results += coco_results(image_id, people)
+        overlay_file = self.out / "overlays" / f"{output_name(key)}.jpg"
+        overlay_file.parent.mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(overlay_file), draw_people(image, people, self.metainfo.skeleton)[..., ::-1])
+
+    def close(self) -> int:
+        """Writes the json files; returns the number of people."""
+        names = list(self.metainfo.keypoint_names)
+        category = {"id": 1, "name": "person", "supercategory": "person", "keypoints": names,
+                    "skeleton": [[a + 1, b + 1] for a, b in self.metainfo.skeleton]}
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "keypoints.json").write_text(json.dumps(self.results))
+        (self.out / "images.json").write_text(json.dumps({"images": self.images, "annotations": [],
+                                                          "categories": [category]}))
+        return len(self.results)
+
+    def summary(self, count: int, images: int) -> str:
+        return f"{count} people in {images} images -> {self.out / 'keypoints.json'}, overlays in {self.out / 'overlays'}"
