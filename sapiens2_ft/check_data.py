@@ -22,8 +22,9 @@ from pathlib import Path
 from jsonargparse.typing import NonNegativeInt
 
 from sapiens2_ft.compat import cli_value
+from sapiens2_ft.problems import ConfigProblems
 from sapiens2_ft.tasks.sample_sheet import SHEET_FILE, data_sheet, sheet_labels, split_batch, write_sheet
-from sapiens2_ft.training.cli import Sapiens2CLI, resolve_config_args, task_of
+from sapiens2_ft.training.cli import Sapiens2CLI, config_problems, resolve_config_args, task_of
 from sapiens2_ft.training.config_safety import check_class_paths
 
 
@@ -39,6 +40,11 @@ class DataCheckCLI(Sapiens2CLI):
 
     def before_instantiate_classes(self) -> None:
         check_class_paths(self.config.as_dict())
+        out = cli_value(self, self.config, "out")
+        problems = [f"--out {out}: a file; give the folder of {SHEET_FILE}"] if Path(out or ".").is_file() else []
+        problems += config_problems(self.config, self.model_class)  # the config's, as train.py reports them
+        if problems:
+            raise SystemExit(str(ConfigProblems(problems)))
 
     def instantiate_classes(self) -> None:
         self.config_init = self.parser.instantiate_classes(self.config)

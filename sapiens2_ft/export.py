@@ -25,6 +25,7 @@ import types
 from pathlib import Path
 
 from sapiens2_ft.models.onnx import DTYPES
+from sapiens2_ft.problems import Problems
 from sapiens2_ft.training.hf_export import export_checkpoint
 from sapiens2_ft.training.hub import HubError, hub_problems, push_export
 from sapiens2_ft.training.onnx_export import write_onnx
@@ -40,19 +41,20 @@ def main(argv: list[str] | None = None) -> Path:
                         help="also upload the directory to this Hub model repository (user/name or org/name)")
     parser.add_argument("--private", action="store_true", help="--push_to_hub: create the repository private")
     args = parser.parse_args(argv)
-    if args.private and not args.push_to_hub:
-        raise SystemExit("--private is for --push_to_hub: give the repository too")
     source = Path(args.checkpoint)
-    problems = hub_problems(args.push_to_hub, "--push_to_hub")
-    if problems:  # before the export's work
-        raise SystemExit(problems[0])
-    if (source / "config.json").is_file():  # already exported: add the ONNX model beside it, or upload it
-        if args.format != "onnx" and not args.push_to_hub:
-            raise SystemExit(f"--checkpoint: {source} is an exported directory already; --format onnx adds ONNX, "
-                             f"--push_to_hub uploads it")
+    exported = (source / "config.json").is_file()
+    problems = Problems(hub_problems(args.push_to_hub, "--push_to_hub"))  # all before the export's work
+    problems.check(not args.private or bool(args.push_to_hub), "--private is for --push_to_hub: give the repository "
+                                                               "too")
+    problems.check(source.exists(), f"--checkpoint: '{source}' does not exist (a .ckpt file, a distributed "
+                                    f"checkpoint directory or an exported directory)")
+    problems.check(not exported or args.format == "onnx" or bool(args.push_to_hub),
+                   f"--checkpoint: {source} is an exported directory already; --format onnx adds ONNX, "
+                   f"--push_to_hub uploads it")
+    problems.check(exported or args.out is not None, "--out: give the output directory")
+    problems.exit()
+    if exported:  # already exported: add the ONNX model beside it, or upload it
         out = source
-    elif args.out is None:
-        raise SystemExit("--out: give the output directory")
     else:
         out = export_checkpoint(args.checkpoint, args.out)
         print(f"exported {args.checkpoint} -> {out}")

@@ -38,6 +38,7 @@ from transformers.models.sapiens2.modeling_sapiens2 import Sapiens2Layer, Sapien
 
 from sapiens2_ft.models import presets
 from sapiens2_ft.models.adapters import LoraOptions, adapt, add_lora, frozen_storage, store_frozen
+from sapiens2_ft.problems import Problems
 from sapiens2_ft.tasks.registry import build_task_model, label_names, task_spec
 
 GIB = 2**30
@@ -392,6 +393,19 @@ def main(argv: list[str] | None = None) -> Estimate:
                         help="also print the largest batch on one 24 / 48 / 80 GB GPU for 0.4b, 1b and 5b, fine-tuned "
                              "fully, head only and with LoRA r16 (the config's task, input and precision)")
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    from sapiens2_ft.training.cli import resolve_config_args
+
+    problems = Problems()
+    problems.check(args.world_size is None or args.world_size >= 1,
+                   f"--world_size: give the devices in total (>= 1), got {args.world_size}")
+    problems.check(args.device_memory_gb > 0, f"--device_memory_gb: must be > 0, got {args.device_memory_gb}")
+    problems.check(args.activation_checkpointing is None or args.activation_checkpointing >= 0,
+                   f"--activation_checkpointing: every n-th block, n >= 1 (0: none), got {args.activation_checkpointing}")
+    try:
+        resolve_config_args(rest)
+    except SystemExit as err:
+        problems.append(str(err.code))
+    problems.exit()
     setup = setup_from_config(rest, args.world_size)
     if args.activation_checkpointing is not None:
         setup.checkpoint_every = args.activation_checkpointing

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from datamodules.keypoints.metainfo import MetainfoError
+from datamodules.keypoints.metainfo import MetainfoError, load_metainfo
 from sapiens2_ft.convert import FORMATS, ConvertError, convert, summary
+from sapiens2_ft.convert.names import load_classes, parse_rename
+from sapiens2_ft.problems import Problems, report
 
 
 def parser() -> argparse.ArgumentParser:
@@ -39,11 +42,32 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def argument_problems(args) -> list[str]:
+    """Every problem of the arguments seen before the export is read, each naming its argument."""
+    problems = Problems()
+    problems.check(Path(args.src).is_dir(), f"{args.src}: not a folder (give the folder of the export)")
+    problems.check(not Path(args.out).is_file(), f"--out {args.out}: a file; give the data set's folder")
+    problems.check(0 <= args.val_fraction < 1, f"--val_fraction {args.val_fraction}: expected a fraction between 0 "
+                                               f"and 1")
+    for check in (lambda: load_metainfo(args.keypoints), lambda: load_classes(args.classes),
+                  lambda: parse_rename(args.rename)):
+        try:
+            check()
+        except (ConvertError, MetainfoError) as err:
+            problems.append(str(err))
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    problems = argument_problems(args)
+    if problems:
+        print(f"error: {report(problems)}", file=sys.stderr)
+        return 2
     try:
-        result = convert(args.format, args.src, args.out, args.keypoints, args.classes, args.rename, args.split,
-                         args.val_fraction, args.seed, args.unlabelled, args.overwrite)
+        result = convert(args.format, args.src, args.out, args.keypoints, args.classes, args.rename, split=args.split,
+                         val_fraction=args.val_fraction, seed=args.seed, unlabelled=args.unlabelled,
+                         overwrite=args.overwrite)
     except (ConvertError, MetainfoError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -37,7 +37,7 @@ from sapiens2_ft.compat import cli_value, experiment_started
 from sapiens2_ft.models.adapters import FROZEN_DTYPES, frozen_storage
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
 from sapiens2_ft.resources import config_dir, format_config_list
-from sapiens2_ft.tasks.base import ConfigProblems
+from sapiens2_ft.problems import ConfigProblems
 from sapiens2_ft.tasks.registry import DEFAULT_TASK, TASKS, import_class, task_spec
 from sapiens2_ft.training.callbacks.data_sheet import DataSheet
 from sapiens2_ft.training.callbacks.diagnostics import ValidationDiagnostics
@@ -107,9 +107,17 @@ def task_of(argv: list[str]) -> str:
 
 
 def check_config(config, module_class) -> None:
-    """Every problem of a parsed config that can be seen before anything is built, in one message (in the spirit
-    of litgpt's ``validate_args``): the module's options (``TaskModule.check_options``), their fit with the trainer,
-    and the command line's own. Types and unknown keys are the parser's (jsonargparse) and come before."""
+    """Every problem of a parsed config that can be seen before anything is built (``config_problems``), in one
+    message (in the spirit of litgpt's ``validate_args``). Types and unknown keys are the parser's (jsonargparse)
+    and come before."""
+    problems = config_problems(config, module_class)
+    if problems:
+        raise SystemExit(str(ConfigProblems(problems)))
+
+
+def config_problems(config, module_class) -> list[str]:
+    """The module's options' problems (``TaskModule.check_options``), their fit with the trainer, and the command
+    line's own, each naming its key."""
     problems = []
     if config.task != module_class.task:  # task_of's quick read must agree with the parser's
         problems.append(f"task: the config says '{config.task}', but {module_class.__name__} was chosen from the "
@@ -129,8 +137,7 @@ def check_config(config, module_class) -> None:
             frozen_storage(options.get("frozen_dtype", "auto"), str(precision))
         except ValueError as err:
             problems.append(str(err))
-    if problems:
-        raise SystemExit(str(ConfigProblems(problems)))
+    return problems
 
 
 def default_precision(accelerator) -> str:
