@@ -14,16 +14,16 @@ from datamodules.data_check import DataReport
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft.convert import cvat, label_studio, labelme, yolo_pose
 from sapiens2_ft.convert.names import NameMap, load_classes, name_report, parse_rename
-from sapiens2_ft.convert.output import ConvertResult, write_dataset
+from sapiens2_ft.convert.output import ConvertResult, LabelSets, Layout, write_dataset
 from sapiens2_ft.convert.records import ConvertError
 
 FORMATS = {"labelme": labelme.read, "cvat": cvat.read, "label-studio": label_studio.read, "yolo-pose": yolo_pose.read}
 
 
 def convert(format: str, src, out, keypoints: str = "coco17", classes: str | None = None,
-            rename: list[str] | None = None, split: str | None = None, val_fraction: float = 0.0, seed: int = 0,
-            unlabelled: str = "background", overwrite: bool = False) -> ConvertResult:
-    """Convert the export in ``src`` into ``out``; see ``python -m sapiens2_ft.convert --help``."""
+            rename: list[str] | None = None, **layout) -> ConvertResult:
+    """Convert the export in ``src`` into ``out``; see ``python -m sapiens2_ft.convert --help``. ``layout``: the
+    fields of ``output.Layout`` (``split``, ``val_fraction``, ``seed``, ``unlabelled``, ``overwrite``)."""
     if format not in FORMATS:
         raise ConvertError(f"unknown format {format!r}: one of {', '.join(FORMATS)}")
     src = Path(src)
@@ -33,9 +33,8 @@ def convert(format: str, src, out, keypoints: str = "coco17", classes: str | Non
     names = parse_rename(rename)
     problems = DataReport()
     records = FORMATS[format](src, problems, metainfo)
-    return write_dataset(records, Path(out), metainfo, NameMap(metainfo.keypoint_names, names),
-                         NameMap(load_classes(classes), names), problems, split, val_fraction, seed, unlabelled,
-                         overwrite)
+    labels = LabelSets(metainfo, NameMap(metainfo.keypoint_names, names), NameMap(load_classes(classes), names))
+    return write_dataset(records, Path(out), labels, problems, Layout(**layout))
 
 
 def summary(result: ConvertResult, keypoints: str = "coco17") -> str:

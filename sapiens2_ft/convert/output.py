@@ -159,22 +159,50 @@ def _write_image(record: ImageRecord, pixels: np.ndarray, path: Path) -> None:
         cv2.imwrite(str(path), cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR))
 
 
-def write_dataset(records: list[ImageRecord], out: Path, metainfo: KeypointMetainfo, keypoints: NameMap,
-                  classes: NameMap, problems: DataReport, split: str | None = None, val_fraction: float = 0.0,
-                  seed: int = 0, unlabelled: str = "background", overwrite: bool = False) -> ConvertResult:
+@dataclass(frozen=True)
+class LabelSets:
+    """The sets a data set is written in and how the tool's names map onto them."""
+
+    metainfo: KeypointMetainfo  # the keypoint set (pose)
+    keypoints: NameMap  # the tool's keypoint names -> the set's
+    classes: NameMap  # the tool's labels -> the class set (seg; index 0 the background)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the images go and what unlabelled pixels are (``python -m sapiens2_ft.convert``'s options).
+
+    Args:
+        split: The split every image goes to (None: train).
+        val_fraction: This fraction of the images (seeded, at least one) goes to val instead.
+        seed: Seed of the ``val_fraction`` draw.
+        unlabelled: Seg pixels no polygon or mask covers: ``background`` (class 0) or ``ignore`` (255).
+        overwrite: Replace output files that exist.
+    """
+
+    split: str | None = None
+    val_fraction: float = 0.0
+    seed: int = 0
+    unlabelled: str = "background"
+    overwrite: bool = False
+
+
+def write_dataset(records: list[ImageRecord], out: Path, labels: LabelSets, problems: DataReport,
+                  layout: Layout = Layout()) -> ConvertResult:
     """Write every record (images, COCO json per split, label maps), then run the data modules' checks on it."""
     out = Path(out)
+    metainfo, keypoints, classes = labels.metainfo, labels.keypoints, labels.classes
     pose = any(r.people for r in records)
     seg = any(r.regions for r in records)
     if not pose and not seg:
         raise ConvertError(f"no person keypoints, boxes, polygons or masks found in {len(records)} images")
     names = output_names(records)
-    splits = assign_splits(records, names, split, val_fraction, seed)
+    splits = assign_splits(records, names, layout.split, layout.val_fraction, layout.seed)
     planned = [out / s / "images" / n for s, n in zip(splits, names)]
     planned += [out / "annotations" / f"{s}.json" for s in sorted(set(splits)) if pose]
     planned += [out / s / "labels" / f"{Path(n).stem}.png" for s, n in zip(splits, names) if seg]
     existing = [p for p in planned if p.exists()]
-    if existing and not overwrite:
+    if existing and not layout.overwrite:
         raise ConvertError(f"{len(existing)} output files exist already (e.g. {existing[0]}); choose another --out "
                            "or pass --overwrite to replace them")
     classes_file, classes_text = out / "classes.txt", "\n".join(classes.targets) + "\n"
@@ -182,7 +210,7 @@ def write_dataset(records: list[ImageRecord], out: Path, metainfo: KeypointMetai
         raise ConvertError(f"{classes_file} lists another class set; convert into another --out (or remove it)")
     result = ConvertResult(out, {}, keypoints, classes, problems, DataReport(), pose, seg)
     coco = {s: {"images": [], "annotations": []} for s in sorted(set(splits))}
-    background = 0 if unlabelled == "background" else IGNORE_INDEX
+    background = 0 if layout.unlabelled == "background" else IGNORE_INDEX
     bar = tqdm(list(zip(records, names, splits)), desc="converting", unit="img", disable=len(records) < 50)
     for record, name, s in bar:
         pixels = _read(record, problems)
