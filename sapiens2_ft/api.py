@@ -71,12 +71,13 @@ def train(config: str | Path | Sequence[str | Path], **overrides) -> dict:
         return main(args)
 
 
-def export(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None) -> Path:
+def export(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None, overwrite: bool = False) -> Path:
     """A training checkpoint (``.ckpt`` or FSDP2 directory) as a Hugging Face model directory ``out``, as
-    ``python -m sapiens2_ft.export`` writes it; optionally uploaded to the Hub repo ``push_to_hub``."""
+    ``python -m sapiens2_ft.export`` writes it; optionally uploaded to the Hub repo ``push_to_hub``. ``overwrite``:
+    ``out`` may hold other files (the export's own are replaced, the others stay)."""
     from sapiens2_ft.training.hf_export import export_checkpoint
 
-    return export_checkpoint(checkpoint, out, push_to_hub)
+    return export_checkpoint(checkpoint, out, push_to_hub, overwrite)
 
 
 def load(model: str | Path, device: str | None = None, keypoints: str | None = None,

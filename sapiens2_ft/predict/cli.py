@@ -36,7 +36,7 @@ import torch
 
 from sapiens2_ft.predict.boxes import FileBoxes, add_box_arguments, box_source, read_boxes, whole_image
 from sapiens2_ft.predict.dense import uses_focal
-from sapiens2_ft.predict.inputs import list_images
+from sapiens2_ft.predict.inputs import check_out, list_images
 from sapiens2_ft.predict.loading import load_module
 from sapiens2_ft.predict.run import Model, predict_images
 from sapiens2_ft.predict.video import Frames, is_video, predict_video
@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> Path:
     if args.focal is not None and not args.focal > 0:
         raise SystemExit(f"--focal: the focal length in pixels must be > 0, got {args.focal}")
     out = Path(args.out)
+    check_out(out, Path(args.input))
     out.mkdir(parents=True, exist_ok=True)
     video = args.video or is_video(Path(args.input))
     if args.video and not Path(args.input).is_dir():

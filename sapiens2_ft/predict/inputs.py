@@ -29,6 +29,14 @@ def list_images(path: Path) -> dict[str, Path]:
     return {p.relative_to(path).as_posix(): p for p in images}
 
 
+def check_out(out: Path, source: Path) -> None:
+    """Refuse an output folder that is ``source`` or lies inside it: the outputs would replace or join the inputs."""
+    out, source = Path(out).resolve(), Path(source).resolve()
+    if out == source or (source.is_dir() and out.is_relative_to(source)):
+        raise SystemExit(f"--out {out} is {'--input' if out == source else 'inside --input ' + str(source)}: the "
+                         "outputs would replace or join the images read; give a folder outside --input")
+
+
 def output_name(key: str) -> str:
     """An image key without its suffix: the stem of its output files, subfolders kept."""
     return PurePosixPath(key).with_suffix("").as_posix()

@@ -56,7 +56,7 @@ from sapiens2_ft.training.checkpoint_io import (AtomicCheckpointIO, CheckpointSa
 from sapiens2_ft.training.config_safety import check_class_paths
 from sapiens2_ft.training.hf_export import export_checkpoint
 from sapiens2_ft.training.results_page import write_results_png
-from sapiens2_ft.training.run_dir import (LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, default_run_dir,
+from sapiens2_ft.training.run_dir import (LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, claim, default_run_dir,
                                           resolve_resume, run_name)
 from sapiens2_ft.training.tracking import TrackingConfig, build_loggers, git_commit, new_run_id
 
@@ -205,7 +205,7 @@ class Sapiens2CLI(LightningCLI):
         self.run_dir = Path(config.run_dir)
         if self.resume is None:
             check_fresh(self.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        claim(self.run_dir)
         trainer = config.trainer
         trainer.default_root_dir = str(self.run_dir)
         if trainer.precision is None:
@@ -344,7 +344,7 @@ def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool) -> None
     """Rank 0 after fit: the results page, the export of the best checkpoint, the closing lines."""
     results = write_results_png(run_dir, monitor)
     if export and summary["best_checkpoint"]:
-        summary["export"] = str(export_checkpoint(summary["best_checkpoint"], run_dir / "export"))
+        summary["export"] = str(export_checkpoint(summary["best_checkpoint"], run_dir / "export", overwrite=True))
         with open(run_dir / "summary.json", "w") as f:
             json.dump(summary, f, indent=2)
     print(f"run directory: {run_dir}")

@@ -9,7 +9,9 @@ NormalEstimation, PointmapEstimation, ImageMatting}.from_pretrained(DIR)`` and h
 - ``model.safetensors``: the weights (float32);
 - ``preprocessor_config.json``: input size and the mean / std of the normalisation
   (``Sapiens2ImageProcessor`` settings, plus the task's own from the task registry);
-- ``keypoints.yaml`` (pose): the keypoint set (names, OKS sigmas, skeleton), usable as ``data.keypoints``.
+- ``keypoints.yaml`` (pose): the keypoint set (names, OKS sigmas, skeleton), usable as ``data.keypoints``;
+- ``export_manifest.json``: the files the export wrote (``export_dir.py``: a folder holding other files is refused
+  without ``overwrite``, and only these files are uploaded).
 
 A checkpoint is a ``.ckpt`` file or an FSDP2 distributed checkpoint directory (consolidated here, in one
 process, reading only the model's tensors).
@@ -25,6 +27,7 @@ import yaml
 from sapiens2_ft.models.checkpoints import load_model
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
 from sapiens2_ft.tasks.registry import TASK_KEY, model_class, task_spec
+from sapiens2_ft.training.export_dir import check_folder, export_files, recording, remove_earlier_export
 
 PREPROCESSOR_FILE = "preprocessor_config.json"
 KEYPOINTS_FILE = "keypoints.yaml"
@@ -60,29 +63,36 @@ def exported_input_size(directory: Path, config) -> list[int]:
     return input_size
 
 
-def export_checkpoint(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None) -> Path:
-    """Write the Hugging Face directory of ``checkpoint`` to ``out``; optionally upload it to the Hub."""
+def export_checkpoint(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None,
+                      overwrite: bool = False) -> Path:
+    """Write the Hugging Face directory of ``checkpoint`` to ``out``; optionally upload it to the Hub. A folder
+    holding files no export wrote is refused unless ``overwrite`` (``export_dir.py``)."""
     out = Path(out)
+    check_folder(out, overwrite)
     model, info = load_model(checkpoint, model_class)
     model.config.architectures = [type(model).__name__]
     setattr(model.config, TASK_KEY, info.task)  # tasks may share a class: predict and evaluate read the task here
-    model.save_pretrained(out, safe_serialization=True)
-    with open(out / PREPROCESSOR_FILE, "w") as f:
-        sigma = info.hyper_parameters.get("sigma")
-        json.dump(preprocessor_config(info.task, model.config.image_size, sigma), f, indent=2)
-    if info.keypoints is not None:
-        with open(out / KEYPOINTS_FILE, "w") as f:
-            yaml.safe_dump(info.keypoints, f, sort_keys=False)
+    remove_earlier_export(out)
+    with recording(out):
+        model.save_pretrained(out, safe_serialization=True)
+        with open(out / PREPROCESSOR_FILE, "w") as f:
+            sigma = info.hyper_parameters.get("sigma")
+            json.dump(preprocessor_config(info.task, model.config.image_size, sigma), f, indent=2)
+        if info.keypoints is not None:
+            with open(out / KEYPOINTS_FILE, "w") as f:
+                yaml.safe_dump(info.keypoints, f, sort_keys=False)
     if push_to_hub:
         push_directory(out, push_to_hub)
     return out
 
 
 def push_directory(directory: Path, repo_id: str) -> None:
-    """Upload an exported directory to a Hub model repository (created if missing; needs `hf auth login`)."""
+    """Upload an exported directory's own files (``export_files``) to a Hub model repository (created if missing;
+    needs `hf auth login`)."""
     from huggingface_hub import HfApi
 
     api = HfApi()
     api.create_repo(repo_id, repo_type="model", exist_ok=True)
     api.upload_folder(folder_path=str(directory), repo_id=repo_id, repo_type="model",
+                      allow_patterns=export_files(directory),  # the export's files, nothing else of the folder
                       commit_message="Upload Sapiens2 model fine-tuned with sapiens2-ft")
