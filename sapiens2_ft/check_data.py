@@ -24,7 +24,7 @@ from jsonargparse.typing import NonNegativeInt
 from sapiens2_ft.compat import cli_value
 from sapiens2_ft.tasks.sample_sheet import SHEET_FILE, data_sheet, sheet_labels, split_batch, write_sheet
 from sapiens2_ft.training.cli import Sapiens2CLI, resolve_config_args, task_of
-from sapiens2_ft.training.config_safety import check_class_paths
+from sapiens2_ft.training.config_safety import check_parsed_recipe
 
 
 class DataCheckCLI(Sapiens2CLI):
@@ -38,7 +38,7 @@ class DataCheckCLI(Sapiens2CLI):
         parser.add_argument("--out", default=".", help=f"Folder of {SHEET_FILE} (default: the current directory)")
 
     def before_instantiate_classes(self) -> None:
-        check_class_paths(self.config.as_dict())
+        check_parsed_recipe(self.config.as_dict())
 
     def instantiate_classes(self) -> None:
         self.config_init = self.parser.instantiate_classes(self.config)

@@ -32,7 +32,7 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.plugins.environments import ClusterEnvironment, SLURMEnvironment
 
-from sapiens2_ft.compat import cli_value, experiment_started
+from sapiens2_ft.compat import cli_value, experiment_started, only_imports_under
 from sapiens2_ft.models.adapters import FROZEN_DTYPES, frozen_storage
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
 from sapiens2_ft.resources import config_dir, format_config_list
@@ -53,7 +53,8 @@ from sapiens2_ft.training.callbacks.step_checkpoint import StepCheckpoint
 from sapiens2_ft.training.callbacks.throughput import Throughput
 from sapiens2_ft.training.checkpoint_io import (AtomicCheckpointIO, CheckpointSaveError,
                                                 agree_on_failed_saves)
-from sapiens2_ft.training.config_safety import check_class_paths
+from sapiens2_ft.training.config_safety import (check_parsed_recipe, check_recipe_files, import_roots,
+                                                load_recipe)
 from sapiens2_ft.training.hf_export import export_checkpoint
 from sapiens2_ft.training.results_page import write_results_png
 from sapiens2_ft.training.run_dir import (LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, claim, default_run_dir,
@@ -91,8 +92,7 @@ def task_of(argv: list[str]) -> str:
         config = argv[i + 1] if arg == "--config" and i + 1 < len(argv) else (
             arg.split("=", 1)[1] if arg.startswith("--config=") else None)
         if config is not None:
-            with open(config) as f:
-                task = (yaml.safe_load(f) or {}).get("task", task)
+            task = load_recipe(config).get("task", task)
         elif arg == "--task" and i + 1 < len(argv):
             task = argv[i + 1]
         elif arg.startswith("--task="):
@@ -157,7 +157,10 @@ class Sapiens2CLI(LightningCLI):
     def __init__(self, task: str, **kwargs):
         self.task = task_spec(task)
         self.resume: CheckpointInfo | None = None
-        super().__init__(import_class(self.task.module), import_class(self.task.datamodule), **kwargs)
+        args = kwargs.get("args")
+        check_recipe_files(list(sys.argv[1:] if args is None else args))  # before the parser imports what they name
+        with only_imports_under(import_roots()):
+            super().__init__(import_class(self.task.module), import_class(self.task.datamodule), **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_argument("--task", default=DEFAULT_TASK, help=f"Task: {', '.join(TASKS)}")
@@ -186,7 +189,7 @@ class Sapiens2CLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self.config
-        check_class_paths(config.as_dict())
+        check_parsed_recipe(config.as_dict())
         check_config(config, self.model_class)
         name = run_name(config.get("config") or [])
         resumed = resolve_resume(config.resume, config.run_dir, name) if config.resume else None
