@@ -18,6 +18,7 @@ from pycocotools.coco import COCO
 
 from datamodules.errors import DataError
 from datamodules.keypoints.metainfo import KeypointMetainfo
+from datamodules.paths import inside
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,10 @@ def load_coco(ann_file: Path) -> COCO:
 def _check_image(coco: COCO, image_id: int, images_dir: Path, ann_file: Path, what: str) -> Path:
     if image_id not in coco.imgs:
         raise DataError(f"{ann_file}: {what}: image_id {image_id} is not in 'images'")
-    path = images_dir / coco.imgs[image_id]["file_name"]
+    path = inside(images_dir, images_dir / str(coco.imgs[image_id]["file_name"]))
+    if path is None:
+        raise DataError(f"{ann_file}: {what} (image_id {image_id}): field 'file_name' leads outside the image folder "
+                        f"{images_dir}")
     if not path.exists():
         raise DataError(f"{ann_file}: {what} (image_id {image_id}): image file not found: {path}")
     return path

@@ -20,6 +20,7 @@ from datamodules.dense.files import list_images
 from datamodules.dense.targets import target_spec
 from datamodules.errors import DataError
 from datamodules.images import read_image
+from datamodules.paths import inside
 from datamodules.keypoints.metainfo import KeypointMetainfo
 
 BBOX_TOLERANCE = 1.0  # pixels a box may reach beyond the image border
@@ -98,7 +99,10 @@ def _check_images(data: dict, ann_file: Path, images_dir: Path, report: DataRepo
         if not isinstance(name, str):
             report.add(ann_file, where, "file_name", "a string path relative to the image folder")
             continue
-        path = images_dir / name
+        path = inside(images_dir, images_dir / name)
+        if path is None:
+            report.add(ann_file, where, "file_name", f"a path inside the image folder {images_dir}")
+            continue
         if not path.is_file():
             report.add(path, where, "file_name", f"image file not found (listed in {ann_file.name})")
             continue

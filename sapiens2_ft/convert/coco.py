@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from datamodules.data_check import DataReport
+from datamodules.paths import inside
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person
 
 
@@ -66,8 +67,11 @@ def read_file(ann_file: Path, src: Path, problems: DataReport) -> list[ImageReco
         if not isinstance(file_name, str):
             problems.add(ann_file, where, "file_name", "a string path; the image is left out")
             continue
-        candidates = [src / "images" / subset / file_name, src / "images" / file_name, src / file_name,
-                      ann_file.parent / file_name]
+        candidates = [c for p in (src / "images" / subset / file_name, src / "images" / file_name, src / file_name,
+                                  ann_file.parent / file_name) if (c := inside(src, p, follow_links=True))]
+        if not candidates:
+            problems.add(ann_file, where, "file_name", "a path inside the export folder; the image is left out")
+            continue
         path = next((c for c in candidates if c.is_file()), None)
         if path is None:
             problems.add(ann_file, where, "file_name", f"image file not found: {file_name} (looked in "

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from datamodules.data_check import DataReport
+from datamodules.paths import inside
 from sapiens2_ft.convert import coco
 from sapiens2_ft.convert.records import ConvertError, ImageRecord
 from sapiens2_ft.convert.shapes import Shape, at, decode_counts_rle, people_from_shapes, regions_from_shapes
@@ -94,9 +95,13 @@ def _image(element, index: int, xml_file: Path, src: Path, problems: DataReport)
     if not name:
         problems.add(xml_file, record, "name", "the image's path; the image is left out")
         return None
-    path = next((p for p in (src / "images" / name, src / name) if p.is_file()), None)
+    candidates = [c for p in (src / "images" / name, src / name) if (c := inside(src, p, follow_links=True))]
+    if not candidates:
+        problems.add(xml_file, record, "name", "a path inside the export folder; the image is left out")
+        return None
+    path = next((p for p in candidates if p.is_file()), None)
     if path is None:
-        problems.add(xml_file, record, "name", f"image file not found: {src / 'images' / name}")
+        problems.add(xml_file, record, "name", f"image file not found: {candidates[0]}")
         return None
     try:
         size = (int(element.get("width")), int(element.get("height")))

@@ -2,7 +2,8 @@
 
 Each file has ``shapes`` (``label``, ``points`` [[x, y], ...], ``shape_type``, ``group_id``), ``imagePath``
 (relative to the JSON file), optional ``imageData`` (the image, base64) and ``imageWidth`` / ``imageHeight``.
-``point`` shapes are keypoints named by their label, ``rectangle`` a person box (two corners), ``polygon`` and
+An ``imagePath`` leading outside SRC is a problem of the file (nothing outside SRC is read). ``point`` shapes are
+keypoints named by their label, ``rectangle`` a person box (two corners), ``polygon`` and
 ``mask`` (a base64 PNG of the box the two corner points span) label-map regions; ``group_id`` ties the shapes of
 one person (see ``shapes.py``). Other shape types (circle, line, linestrip) are reported and left out.
 """
@@ -21,6 +22,7 @@ from tqdm import tqdm
 
 from datamodules.data_check import DataReport
 from datamodules.keypoints.metainfo import KeypointMetainfo
+from datamodules.paths import inside
 from sapiens2_ft.convert.records import ConvertError, ImageRecord
 from sapiens2_ft.convert.shapes import Shape, people_from_shapes, regions_from_shapes
 
@@ -90,8 +92,8 @@ def read_file(json_file: Path, src: Path, problems: DataReport) -> ImageRecord |
         return None
     name = (json_file.parent.relative_to(src) / Path(image_path.replace("\\", "/")).name).as_posix()
     record = ImageRecord(json_file, name)
-    local = json_file.parent / image_path.replace("\\", "/")
-    if local.is_file():
+    local = inside(src, json_file.parent / image_path.replace("\\", "/"), follow_links=True)
+    if local is not None and local.is_file():
         record.image = local
     elif isinstance(data.get("imageData"), str):
         try:
@@ -99,6 +101,10 @@ def read_file(json_file: Path, src: Path, problems: DataReport) -> ImageRecord |
         except (binascii.Error, ValueError):
             problems.add(json_file, "-", "imageData", "base64 image data; the file is left out")
             return None
+    elif local is None:
+        problems.add(json_file, "-", "imagePath", f"a path inside the export folder, got {image_path!r} (and no "
+                     "imageData); the file is left out")
+        return None
     else:
         problems.add(json_file, "-", "imagePath", f"image file not found: {local} (and no imageData)")
         return None
