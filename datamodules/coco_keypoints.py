@@ -17,6 +17,7 @@ import numpy as np
 from pycocotools.coco import COCO
 
 from datamodules.errors import DataError
+from datamodules.json_files import check_json_size, read_json
 from datamodules.keypoints.metainfo import KeypointMetainfo
 from datamodules.paths import inside
 
@@ -35,6 +36,7 @@ class PoseInstance:
 def load_coco(ann_file: Path) -> COCO:
     if not ann_file.exists():
         raise DataError(f"annotation file not found: {ann_file}")
+    check_json_size(ann_file)
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             return COCO(str(ann_file))
@@ -132,8 +134,7 @@ def load_detections(det_file: Path, ann_file: Path, images_dir: Path, metainfo: 
     coco = load_coco(ann_file)
     if not det_file.exists():
         raise DataError(f"detections file not found: {det_file}")
-    with open(det_file) as f:
-        dets = json.load(f)
+    dets = read_json(det_file)
     if not isinstance(dets, list):
         raise DataError(f"{det_file}: expected a list of COCO detection results")
     skipped: Counter = Counter()

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from datamodules.data_check import DataReport
+from datamodules.errors import DataError
+from datamodules.json_files import read_json
 from datamodules.paths import inside
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person
 
@@ -50,9 +52,9 @@ def _person(ann: dict, where: str, names: list[str], ann_file: Path, problems: D
 
 def read_file(ann_file: Path, src: Path, problems: DataReport) -> list[ImageRecord]:
     try:
-        data = json.loads(ann_file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        problems.add(ann_file, "-", "json", f"valid JSON ({err}); the file is left out")
+        data = read_json(ann_file)
+    except (json.JSONDecodeError, UnicodeDecodeError, DataError) as err:
+        problems.add(ann_file, "-", "json", f"valid JSON within the size limit ({err}); the file is left out")
         return []
     if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in ("images", "annotations")):
         problems.add(ann_file, "-", "images/annotations", "a COCO file with the lists 'images' and 'annotations'")
