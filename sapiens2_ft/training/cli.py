@@ -32,6 +32,7 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.plugins.environments import ClusterEnvironment, SLURMEnvironment
 
+from datamodules.errors import DataError
 from sapiens2_ft.compat import cli_value, experiment_started, only_imports_under
 from sapiens2_ft.models.adapters import FROZEN_DTYPES, frozen_storage
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
@@ -315,6 +316,9 @@ def _main(argv: list[str] | None) -> dict:
     except CheckpointSaveError as err:  # the message says it all (path, size, free space); every rank stops
         close_dashboards(trainer, exit_code=1)
         raise SystemExit(str(err)) from None
+    except DataError as err:  # names the file, the record and the field
+        close_dashboards(trainer, exit_code=1)
+        raise SystemExit(f"data: {err}") from None
     except Preempted as stop:  # last.ckpt is written; requeue (SLURM) and exit with a status that asks for a rerun
         close_dashboards(trainer)
         preemption = cli.config.preemption
