@@ -112,7 +112,7 @@ def _check_images(data: dict, ann_file: Path, images_dir: Path, report: DataRepo
             try:
                 pixels = read_image(str(path))
             except DataError as err:
-                report.add(path, where, "image", f"a decodable image ({err})")
+                report.add(path, where, "image", f"a decodable image ({str(err).split(': ', 1)[-1]})")
                 continue
             height, width = pixels.shape[:2]
             stated = (image.get("width"), image.get("height"))
@@ -232,7 +232,7 @@ def check_dense(root: Path, split: str, task: str, num_classes: int, report: Dat
         try:
             shape = read_image(str(image)).shape[:2]
         except DataError as err:
-            report.add(image, where, "image", f"a decodable image ({err})")
+            report.add(image, where, "image", f"a decodable image ({str(err).split(': ', 1)[-1]})")
             continue
         present = {**required, **{k: v for k, v in optional.items() if v.is_file()}}
 

@@ -110,18 +110,18 @@ def decode(raw: bytes, flags: int, what: str, limit: int | None = None) -> np.nd
     :func:`max_pixels`); a DataError naming ``what`` otherwise."""
     size = header_size(raw)
     if size is None:
-        raise DataError(f"cannot read image {what} (missing, truncated or not an image: no PNG, JPEG, BMP, WebP or "
+        raise DataError(f"cannot read image {what}: missing, truncated or not an image (no PNG, JPEG, BMP, WebP or "
                         "TIFF header)")
     limit = max_pixels() if limit is None else limit
     if size[0] * size[1] > limit:
-        raise DataError(f"image {what} is {size[0]}x{size[1]} pixels, above the limit of {limit:,} "
+        raise DataError(f"image {what}: {size[0]}x{size[1]} pixels, above the limit of {limit:,} "
                         f"(raise it with {MAX_PIXELS_ENV}, or predict --max_pixels, for images you trust)")
     try:
         image = cv2.imdecode(np.frombuffer(raw, np.uint8), flags)
     except cv2.error as err:
-        raise DataError(f"cannot read image {what} (OpenCV: {' '.join(str(err).split())[-200:]})") from None
+        raise DataError(f"cannot read image {what}: OpenCV: {' '.join(str(err).split())[-200:]}") from None
     if image is None:
-        raise DataError(f"cannot read image {what} (missing, truncated or not an image)")
+        raise DataError(f"cannot read image {what}: missing, truncated or not an image")
     return image
 
 
@@ -152,5 +152,5 @@ def read_image(path: str, limit: int | None = None) -> np.ndarray:
     # end its last scan (SOS marker FFDA) with an end-of-image marker (FFD9).
     if raw[:2] == b"\xff\xd8" and not raw.rstrip(b"\x00").endswith(b"\xff\xd9"):
         if raw.rfind(b"\xff\xd9") < raw.rfind(b"\xff\xda"):
-            raise DataError(f"cannot read image {path} (missing, truncated or not an image)")
+            raise DataError(f"cannot read image {path}: missing, truncated or not an image")
     return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)

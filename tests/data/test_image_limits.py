@@ -62,7 +62,7 @@ def test_the_size_is_read_from_the_header_of_every_kind():
 def test_an_image_above_the_limit_is_refused_undecoded(tmp_path, monkeypatch, decoded):
     bomb = png_bomb(tmp_path / "bomb.png", 30000)
     assert bomb.stat().st_size < 200_000
-    with pytest.raises(DataError, match=r"bomb\.png is 30000x30000 pixels, above the limit of 100,000,000 \(raise "
+    with pytest.raises(DataError, match=r"bomb\.png: 30000x30000 pixels, above the limit of 100,000,000 \(raise "
                                         r"it with SAPIENS2_FT_MAX_IMAGE_PIXELS"):
         read_image(str(bomb))
     small = tmp_path / "small.png"
@@ -73,7 +73,7 @@ def test_an_image_above_the_limit_is_refused_undecoded(tmp_path, monkeypatch, de
     assert decoded == []
     # above OpenCV's own limit (2^30 pixels): its error is this file's problem, not a crash
     monkeypatch.setenv(MAX_PIXELS_ENV, "1e10")
-    with pytest.raises(DataError, match=r"cannot read image .*huge\.png \(OpenCV: "):
+    with pytest.raises(DataError, match=r"cannot read image .*huge\.png: OpenCV: "):
         read_image(str(png_bomb(tmp_path / "huge.png", 50000, valid=False)))
 
 
@@ -86,7 +86,7 @@ def test_predict_skips_an_oversized_image_by_name_and_predicts_the_others(seg_ch
     png_bomb(images / "bomb.png", 30000)
     out = predict.main(["--model", str(seg_checkpoint), "--input", str(images), "--out", str(tmp_path / "out")])
     captured = capsys.readouterr()
-    assert "bomb.png is 30000x30000 pixels, above the limit" in captured.err
+    assert "bomb.png: 30000x30000 pixels, above the limit" in captured.err
     assert captured.out.strip().splitlines()[-1].endswith("; 1 images skipped (unreadable or too large): bomb.png")
     assert sorted(p.name for p in out.glob("*_overlay.png")) == sorted(f"{p.stem}_overlay.png" for p in
                                                                        images.iterdir() if p.name != "bomb.png")
