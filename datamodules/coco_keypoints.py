@@ -19,7 +19,9 @@ from lightning.pytorch.utilities import rank_zero_info
 from pycocotools.coco import COCO
 
 from datamodules.errors import DataError
+from datamodules.json_files import check_json_size, read_json
 from datamodules.keypoints.metainfo import KeypointMetainfo, normalise_name
+from datamodules.paths import inside
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class PoseInstance:
 def load_coco(ann_file: Path) -> COCO:
     if not ann_file.exists():
         raise DataError(f"annotation file not found: {ann_file}")
+    check_json_size(ann_file)
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             return COCO(str(ann_file))
@@ -119,7 +122,10 @@ def name_mismatch(ann_file, category_id, names: list, set_names: Sequence[str], 
 def _check_image(coco: COCO, image_id: int, images_dir: Path, ann_file: Path, what: str) -> Path:
     if image_id not in coco.imgs:
         raise DataError(f"{ann_file}: {what}: image_id {image_id} is not in 'images'")
-    path = images_dir / coco.imgs[image_id]["file_name"]
+    path = inside(images_dir, images_dir / str(coco.imgs[image_id]["file_name"]))
+    if path is None:
+        raise DataError(f"{ann_file}: {what} (image_id {image_id}): field 'file_name' leads outside the image folder "
+                        f"{images_dir}")
     if not path.exists():
         raise DataError(f"{ann_file}: {what} (image_id {image_id}): image file not found: {path}")
     return path
@@ -210,8 +216,7 @@ def load_detections(det_file: Path, ann_file: Path, images_dir: Path, metainfo: 
     coco = load_coco(ann_file)
     if not det_file.exists():
         raise DataError(f"detections file not found: {det_file}")
-    with open(det_file) as f:
-        dets = json.load(f)
+    dets = read_json(det_file)
     if not isinstance(dets, list):
         raise DataError(f"{det_file}: expected a list of COCO detection results")
     skipped: Counter = Counter()

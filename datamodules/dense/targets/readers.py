@@ -10,6 +10,7 @@ import torch
 
 from datamodules.dense.targets.spec import Attempt
 from datamodules.errors import DataError
+from datamodules.images import decode, read_bytes
 
 
 def check_size(array: np.ndarray, shape: tuple[int, int], path: Path) -> np.ndarray:
@@ -21,11 +22,8 @@ def check_size(array: np.ndarray, shape: tuple[int, int], path: Path) -> np.ndar
 
 
 def read_png(path: Path, flags: int) -> np.ndarray:
-    """``cv2.imread`` that raises a DataError for a missing or undecodable file."""
-    image = cv2.imread(str(path), flags)
-    if image is None:
-        raise DataError(f"cannot read {path} (missing or not an image)")
-    return image
+    """A target image (``cv2`` ``flags``) that raises a DataError for a missing, undecodable or oversized file."""
+    return decode(read_bytes(str(path)), flags, str(path))
 
 
 def read_npy(path: Path) -> np.ndarray:
