@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import Dataset
 
 from datamodules.dense.augment import DenseAugment, resolve_augment, validation_fit
-from datamodules.dense.files import DenseSample
+from datamodules.dense.files import DenseSample, DenseSamples, as_samples
 from datamodules.dense.filters import DenseFilter
 from datamodules.dense.geometry import CANONICAL_FOCAL
 from datamodules.dense.targets import target_spec
@@ -49,12 +49,12 @@ class DenseDataset(Dataset):
     the item counts the replaced ones (``bad_samples_replaced``).
     """
 
-    def __init__(self, samples: list[DenseSample], task: str, input_size: tuple[int, int], num_classes: int = 29,
-                 flip_classes=None, augment: DenseAugment | dict | None = None,
+    def __init__(self, samples: DenseSamples | list[DenseSample], task: str, input_size: tuple[int, int],
+                 num_classes: int = 29, flip_classes=None, augment: DenseAugment | dict | None = None,
                  on_bad_sample: Literal["error", "skip"] = "error", canonical_focal: float = CANONICAL_FOCAL,
                  filter: DenseFilter | None = None, fit: str | None = None):
         target_spec(task)  # an unknown task is an error here
-        self.samples = samples
+        self.samples = as_samples(samples)
         self.task = task
         self.num_classes = num_classes
         self.augment = resolve_augment(augment, task) if augment is not None else None

@@ -130,10 +130,10 @@ class PoseDataModule(SampleDataModule):
             instances, unused, missing = map_keypoints(instances, metainfo, self.metainfo)
             rank_zero_info(f"{split}: keypoint set '{metainfo.name}' mapped onto '{self.metainfo.name}' by name; "
                            f"missing (weight 0): {missing or 'none'}; not used: {unused or 'none'}")
-            kept = [i for i in instances if (i.visibility > 0).sum() >= hp.min_keypoints]
-            if len(kept) < len(instances):
-                skipped["too few keypoints of the run's set"] += len(instances) - len(kept)
-            instances = kept
+            kept = (instances.visibility > 0).sum(1) >= hp.min_keypoints
+            if not kept.all():
+                skipped["too few keypoints of the run's set"] += int((~kept).sum())
+            instances = instances.take(kept)
         if not instances:
             raise DataError(f"{ann}: no usable person instances (skipped: {dict(skipped)})")
         self._report(split, len(instances), skipped)

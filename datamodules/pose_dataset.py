@@ -8,10 +8,10 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from datamodules.coco_keypoints import PoseInstance
 from datamodules.images import read_image
 from datamodules.keypoints.metainfo import KeypointMetainfo
 from datamodules.loaders import is_padding, replace_bad_samples, sample_rng
+from datamodules.pose_instances import PoseInstance, PoseInstances, as_instances
 from datamodules.transforms import affine
 from datamodules.transforms.photometric import pose_photometric_pipeline
 from datamodules.transforms.topdown import TopdownAugment, half_body_box, random_box
@@ -24,12 +24,15 @@ class TopdownPoseDataset(Dataset):
     and inside the crop (0 <= x < W, 0 <= y < H, upstream's rule); ``inverse_affine`` (2, 3) crop -> image
     pixels; ``image_id``; ``box_score``; ``area``; ``index``. The crop is bilinear when it shrinks the image,
     bicubic when it enlarges it (upstream's ``INTER_AREA`` / ``INTER_CUBIC``).
+
+    ``instances``: ``PoseInstances`` (a list of ``PoseInstance`` is turned into them: columns that the loader
+    workers share).
     """
 
-    def __init__(self, instances: list[PoseInstance], metainfo: KeypointMetainfo, input_size: tuple[int, int],
-                 augment: TopdownAugment | None = None, box_padding: float = 1.25,
+    def __init__(self, instances: PoseInstances | list[PoseInstance], metainfo: KeypointMetainfo,
+                 input_size: tuple[int, int], augment: TopdownAugment | None = None, box_padding: float = 1.25,
                  on_bad_sample: Literal["error", "skip"] = "error"):
-        self.instances = instances
+        self.instances = as_instances(instances, metainfo.num_keypoints)
         self.metainfo = metainfo
         self.input_size = tuple(input_size)
         self.aspect_ratio = input_size[1] / input_size[0]
