@@ -172,23 +172,35 @@ def _check_annotation(ann: dict, index: int, ann_file: Path, images: dict, categ
     return ok
 
 
-def check_coco(ann_file: Path, images_dir: Path, metainfo: KeypointMetainfo, report: DataReport,
-               split: str, decode: bool = True, crop: tuple[float, float] | None = None) -> None:
-    """Schema, ids, keypoint names (matched to the set by name), counts, visibility and boxes of a COCO keypoints
-    json; its image files; with ``crop`` = (box padding, input W/H), the labelled keypoints outside their crop."""
+def read_coco_json(ann_file: Path, report: DataReport) -> dict | None:
+    """A COCO json with the lists ``images``, ``annotations`` and ``categories``; None (the problem reported)
+    when it is missing, not JSON or lacks one of them."""
     try:
-        data = json.loads(Path(ann_file).read_text())
+        with open(ann_file, "rb") as f:
+            data = json.load(f)
     except FileNotFoundError:
         report.add(ann_file, "-", "file", "annotation file not found")
-        return
+        return None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         report.add(ann_file, "-", "json", f"valid JSON ({err})")
-        return
+        return None
     sections = ("images", "annotations", "categories")
     missing = [k for k in sections if not (isinstance(data, dict) and isinstance(data.get(k), list))]
     if missing:
         report.add(ann_file, "-", ", ".join(missing),
                    "COCO keypoints files need the lists 'images', 'annotations' and 'categories'")
+        return None
+    return data
+
+
+def check_coco(ann_file: Path, images_dir: Path, metainfo: KeypointMetainfo, report: DataReport,
+               split: str, decode: bool = True, crop: tuple[float, float] | None = None,
+               data: dict | None = None) -> None:
+    """Schema, ids, keypoint names (matched to the set by name), counts, visibility and boxes of a COCO keypoints
+    json; its image files; with ``crop`` = (box padding, input W/H), the labelled keypoints outside their crop.
+    ``data``: the json already read by ``read_coco_json``."""
+    data = read_coco_json(ann_file, report) if data is None else data
+    if data is None:
         return
     categories = set()
     for k, category in enumerate(data["categories"]):
