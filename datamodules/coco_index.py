@@ -21,7 +21,7 @@ from datamodules.columns import StringTable
 from datamodules.data_check import DataReport, Problem, check_coco, read_coco_json
 from datamodules.index_cache import IndexCache, fingerprint, from_text_array, text_array
 from datamodules.keypoints.metainfo import KeypointMetainfo
-from datamodules.pose_instances import PoseInstances
+from datamodules.pose_instances import COLUMNS, PoseInstances
 
 
 @dataclass
@@ -41,21 +41,20 @@ class CocoIndex:
             report.count(split, what, n)
 
     def arrays(self, images_dir: Path) -> dict[str, np.ndarray]:
-        """What the cache holds; image paths relative to ``images_dir``, so the index does not depend on the
-        working folder."""
-        prefix = len(str(images_dir)) + 1
-        paths = [p[prefix:] if p.startswith(f"{images_dir}/") else p for p in self.instances.images]
-        arrays = {**self.instances.arrays(), **StringTable.of(paths).arrays("images")}
-        meta = {"skipped": self.skipped, "checked": self.checked,
+        """What the cache holds; image paths relative to ``images_dir`` (when all are under it), so that the index
+        does not depend on the working folder."""
+        prefix = f"{images_dir}/"
+        relative = all(path.startswith(prefix) for path in self.instances.images)
+        paths = [path[len(prefix):] for path in self.instances.images] if relative else list(self.instances.images)
+        meta = {"skipped": self.skipped, "checked": self.checked, "relative": relative,
                 "problems": [[p.file, p.record, p.field, p.expected, p.fatal] for p in self.problems]}
-        return {**arrays, "meta": text_array(meta)}
+        return {**self.instances.arrays(), **StringTable.of(paths).arrays("images"), "meta": text_array(meta)}
 
     @classmethod
     def from_arrays(cls, arrays: dict, images_dir: Path) -> "CocoIndex":
         meta = from_text_array(arrays["meta"])
-        names = StringTable.from_arrays(arrays, "images")
-        instances = PoseInstances.from_arrays({**arrays, **StringTable.of(
-            str(images_dir / name) for name in names).arrays("images")})
+        images = StringTable.from_arrays(arrays, "images", f"{images_dir}/" if meta["relative"] else "")
+        instances = PoseInstances(images, *(arrays[c] for c in COLUMNS))
         return cls(instances, Counter(meta["skipped"]), [Problem(*p) for p in meta["problems"]],
                    Counter(meta["checked"]))
 
@@ -104,12 +103,20 @@ def build_index(source: CocoSource) -> CocoIndex:
     return CocoIndex(instances, skipped, report.problems, checked)
 
 
-def coco_index(source: CocoSource, cache: IndexCache | None) -> CocoIndex:
+def ensure_index(source: CocoSource, cache: IndexCache) -> None:
+    """Build and save the index of ``source`` unless ``cache`` holds it (or the json is missing: ``setup`` says)."""
+    if source.ann_file.is_file():
+        key = source.key()
+        if not cache.holds(cache.path(source.ann_file, key), key):
+            coco_index(source, cache, key)
+
+
+def coco_index(source: CocoSource, cache: IndexCache | None, key: dict | None = None) -> CocoIndex:
     """The index of ``source``: read from ``cache`` when it holds it, else built (and saved there when it passed
     its check). ``cache`` None: always built."""
     if cache is None or not source.ann_file.is_file():
         return build_index(source)
-    key = source.key()
+    key = source.key() if key is None else key
     path = cache.path(source.ann_file, key)
     stored = cache.load(path, key)
     if stored is not None:

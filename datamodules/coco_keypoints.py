@@ -160,11 +160,12 @@ def clip_box(bbox, image: dict) -> list[float] | None:
     if not all(isinstance(v, (int, float)) and v > 0 for v in (width, height)):
         return list(bbox)
     x, y, w, h = (float(v) for v in bbox)
-    x1, x2 = np.clip([x, x + w], 0, width - 1)
-    y1, y2 = np.clip([y, y + h], 0, height - 1)
+    right, bottom = float(width - 1), float(height - 1)
+    x1, x2 = (min(max(v, 0.0), right) for v in (x, x + w))
+    y1, y2 = (min(max(v, 0.0), bottom) for v in (y, y + h))
     if x2 <= x1 or y2 <= y1:
         return None
-    return [float(x1), float(y1), float(x2 - x1), float(y2 - y1)]
+    return [x1, y1, x2 - x1, y2 - y1]
 
 
 def load_instances(

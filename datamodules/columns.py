@@ -19,12 +19,14 @@ def frozen(array: np.ndarray) -> np.ndarray:
 
 
 class StringTable:
-    """Strings as one UTF-8 byte buffer and an offsets array (string ``i`` is ``buffer[offsets[i]:offsets[i+1]]``)."""
+    """Strings as one UTF-8 byte buffer and an offsets array: string ``i`` is ``prefix`` + ``buffer[offsets[i]:
+    offsets[i+1]]`` (``prefix``: a folder the strings are relative to, say)."""
 
-    def __init__(self, buffer: np.ndarray, offsets: np.ndarray):
+    def __init__(self, buffer: np.ndarray, offsets: np.ndarray, prefix: str = ""):
         if offsets.ndim != 1 or len(offsets) < 1 or offsets[-1] != len(buffer):
             raise ValueError("StringTable: offsets must end at the buffer's length")
         self.buffer, self.offsets = frozen(buffer.astype(np.uint8, copy=False)), frozen(offsets.astype(np.int64))
+        self.prefix = prefix
 
     @classmethod
     def of(cls, strings: Iterable[str]) -> "StringTable":
@@ -38,15 +40,15 @@ class StringTable:
 
     def __getitem__(self, index: int) -> str:
         start, end = self.offsets[index], self.offsets[index + 1]
-        return self.buffer[start:end].tobytes().decode()
+        return self.prefix + self.buffer[start:end].tobytes().decode()
 
     def __iter__(self) -> Iterator[str]:
         return (self[i] for i in range(len(self)))
 
-    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        """The table as two named arrays (for ``np.savez``); ``from_arrays`` reads them back."""
-        return {f"{prefix}_buffer": self.buffer, f"{prefix}_offsets": self.offsets}
+    def arrays(self, name: str) -> dict[str, np.ndarray]:
+        """The table as two named arrays (for ``np.savez``; without the prefix); ``from_arrays`` reads them back."""
+        return {f"{name}_buffer": self.buffer, f"{name}_offsets": self.offsets}
 
     @classmethod
-    def from_arrays(cls, arrays, prefix: str) -> "StringTable":
-        return cls(arrays[f"{prefix}_buffer"], arrays[f"{prefix}_offsets"])
+    def from_arrays(cls, arrays, name: str, prefix: str = "") -> "StringTable":
+        return cls(arrays[f"{name}_buffer"], arrays[f"{name}_offsets"], prefix)

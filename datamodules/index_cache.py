@@ -53,6 +53,14 @@ class IndexCache:
         except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError):
             return None
 
+    def holds(self, path: Path, key: dict) -> bool:
+        """Whether ``path`` holds the index of ``key`` (only the key is read)."""
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                return json.loads(stored["key"].tobytes()) == {"version": VERSION, **key}
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError):
+            return False
+
     def save(self, path: Path, key: dict, arrays: dict[str, np.ndarray]) -> bool:
         """Write the arrays under ``key``; a folder that cannot be written is a warning (the run goes on)."""
         stored = {"key": np.frombuffer(json.dumps({"version": VERSION, **key}).encode(), np.uint8), **arrays}

@@ -19,7 +19,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from datamodules.base import SampleDataModule
-from datamodules.coco_index import CocoIndex, CocoSource, coco_index
+from datamodules.coco_index import CocoIndex, CocoSource, coco_index, ensure_index
 from datamodules.coco_keypoints import load_detections
 from datamodules.data_check import DataReport, check_coco, fail_or_warn
 from datamodules.errors import DataError
@@ -150,7 +150,7 @@ class PoseDataModule(SampleDataModule):
         fn = getattr(getattr(getattr(self, "trainer", None), "state", None), "fn", None)
         train = fn is None or fn == "fit"
         for _, source in self.coco_sources(train, val=True):
-            coco_index(source, self.cache)
+            ensure_index(source, self.cache)
 
     def _train_set(self, split: str, source: CocoSource, index: CocoIndex) -> TopdownPoseDataset:
         """One training dataset, its keypoints mapped onto the run's set by name."""
