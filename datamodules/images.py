@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import cv2
 import numpy as np
 
 from datamodules.errors import DataError
+from datamodules.file_bytes import StoredFile, read_bytes
 
 
-def read_image(path: str) -> np.ndarray:
+def read_image(path: str | Path | StoredFile) -> np.ndarray:
     """RGB uint8 image; a missing or undecodable file is a DataError naming it."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = read_bytes(path)
     except OSError:
         raw = b""
     image = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR) if raw else None

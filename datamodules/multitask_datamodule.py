@@ -98,6 +98,8 @@ class MultiTaskDataModule(SampleDataModule):
         **kwargs,
     ):
         super().__init__(root=root, **kwargs)
+        if self.store is not None:
+            raise DataError("data.shards: multi-task pretraining reads the files of its dataset folder, not shards")
         self.pose_augment = as_dataclass(TopdownAugment, pose_augment)
         self.dense_augment = as_dataclass(DenseAugment, dense_augment)
         self.metainfo = load_metainfo(keypoints)

@@ -28,6 +28,9 @@ from datamodules.index_cache import IndexCache
 from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.mixing import MixedDataset
 from datamodules.pose_dataset import TopdownPoseDataset
+from datamodules.shards.writer import Part
+
+VAL_JSON = "val.json"  # the validation json's copy beside the shards
 from datamodules.transforms.topdown import TopdownAugment
 
 
@@ -107,6 +110,9 @@ class PoseDataModule(SampleDataModule):
 
     @property
     def val_annotation_file(self) -> Path:
+        """The validation json (the ground truth of OKS AP); with ``data.shards``, the copy beside them."""
+        if self.store is not None:
+            return self.store.path(VAL_JSON)
         return self.root / self.hparams.val_ann
 
     def _report(self, split: str, count: int, skipped) -> None:
@@ -145,7 +151,7 @@ class PoseDataModule(SampleDataModule):
         """Builds the missing index caches once per node (Lightning runs this on each node's first process while
         the others wait; ``setup`` then reads them). A json whose check fails is left to ``setup`` to report."""
         super().prepare_data()
-        if self.cache is None:
+        if self.cache is None or self.store is not None:
             return
         fn = getattr(getattr(getattr(self, "trainer", None), "state", None), "fn", None)
         train = fn is None or fn == "fit"
@@ -166,12 +172,30 @@ class PoseDataModule(SampleDataModule):
         return TopdownPoseDataset(index.instances, self.metainfo, hp.input_size, self.augment, hp.box_padding,
                                   hp.on_bad_sample)
 
+    def shard_parts(self, split: str) -> list[TopdownPoseDataset]:
+        """The datasets of ``split`` in ``data.shards`` (a training mix: one per dataset)."""
+        hp, index = self.hparams, self.shard_index("pose")
+        if index.meta["keypoints"] != list(self.metainfo.keypoint_names):
+            raise DataError(f"data.shards {self.store.location}: written for the keypoints {index.meta['keypoints']}, "
+                            f"the run's set '{self.metainfo.name}' has {list(self.metainfo.keypoint_names)}")
+        augment = self.augment if split == "train" else None
+        parts = []
+        for part in index.parts(split):
+            instances, files = index.pose_part(part["key"])
+            self._report(f"{split}/{part['name']}" if split == "train" else split, len(instances), {})
+            parts.append(TopdownPoseDataset(instances, self.metainfo, hp.input_size, augment, hp.box_padding,
+                                            hp.on_bad_sample, image_files=files))
+        return parts
+
     def setup(self, stage: str | None = None) -> None:
         """Lists and checks the jsons (from the index cache where it holds them), then builds the datasets."""
         hp = self.hparams
         train = stage in ("fit", None) and self.train_set is None
         val = stage in ("fit", "validate", None) and self.val_set is None
         if not (train or val):
+            return
+        if self.store is not None:
+            self.setup_from_shards("pose", train, val)
             return
         sources = self.coco_sources(train, val)
         indexes = [coco_index(source, self.cache) for _, source in sources]
@@ -195,6 +219,12 @@ class PoseDataModule(SampleDataModule):
             self._report("val", len(instances), skipped)
             self.val_set = TopdownPoseDataset(instances, self.metainfo, hp.input_size, None, hp.box_padding,
                                               hp.on_bad_sample)
+
+    def shard_splits(self) -> tuple[dict[str, list[Part]], dict[str, Path], dict]:
+        """What ``write_shards`` writes of this data (after ``setup("fit")``): the datasets, the validation json
+        beside them and the keypoint names."""
+        return self.written_parts(), {VAL_JSON: self.val_annotation_file}, {
+            "keypoints": list(self.metainfo.keypoint_names)}
 
     def train_dataloader(self) -> DataLoader:
         return self.loader(self.train_set, train=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import cv2
@@ -10,6 +11,7 @@ import torch
 
 from datamodules.dense.targets.spec import Attempt
 from datamodules.errors import DataError
+from datamodules.file_bytes import StoredFile, read_bytes
 
 
 def check_size(array: np.ndarray, shape: tuple[int, int], path: Path) -> np.ndarray:
@@ -20,20 +22,29 @@ def check_size(array: np.ndarray, shape: tuple[int, int], path: Path) -> np.ndar
     return array
 
 
-def read_png(path: Path, flags: int) -> np.ndarray:
-    """``cv2.imread`` that raises a DataError for a missing or undecodable file."""
-    image = cv2.imread(str(path), flags)
+def read_png(path: Path | StoredFile, flags: int) -> np.ndarray:
+    """``cv2.imread`` (of a file or a shard member) that raises a DataError for a missing or undecodable file."""
+    try:
+        raw = read_bytes(path)
+    except OSError:
+        raw = b""
+    image = cv2.imdecode(np.frombuffer(raw, np.uint8), flags) if raw else None
     if image is None:
         raise DataError(f"cannot read {path} (missing or not an image)")
     return image
 
 
-def read_npy(path: Path) -> np.ndarray:
+def read_npy(path: Path | StoredFile) -> np.ndarray:
     """``np.load`` without pickles that raises a DataError for an unreadable file."""
     try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as err:
+        return np.load(io.BytesIO(read_bytes(path)), allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
         raise DataError(f"cannot read {path} ({type(err).__name__}: {err})") from err
+
+
+def read_text(path: Path | StoredFile) -> io.StringIO:
+    """A text file's content to parse (``np.loadtxt``)."""
+    return io.StringIO(read_bytes(path).decode())
 
 
 def load_mask(path: Path | None, shape) -> np.ndarray:
