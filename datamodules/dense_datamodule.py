@@ -127,10 +127,11 @@ class DenseDataModule(SampleDataModule):
                             f"not {hp.task!r}")
         augment = self.augment if split == "train" else None
         filter = self.filter if augment is not None or self.filter.val else None
-        parts = []
-        for part in index.parts(split):
+        parts, listed = [], index.parts(split)
+        for part in listed:
             samples, files = index.dense_part(part["key"])
-            rank_zero_info(f"{split}/{part['name']}: {len(samples)} {hp.task} images (from the shards)")
+            name = f"{split}/{part['name']}" if len(listed) > 1 else split
+            rank_zero_info(f"{name}: {len(samples)} {hp.task} images (from the shards)")
             parts.append(DenseDataset(samples, hp.task, hp.input_size, hp.num_classes, self.flip_classes, augment,
                                       hp.on_bad_sample, filter=filter, fit=validation_fit(self.augment, hp.task),
                                       files=files))

@@ -179,10 +179,10 @@ class PoseDataModule(SampleDataModule):
             raise DataError(f"data.shards {self.store.location}: written for the keypoints {index.meta['keypoints']}, "
                             f"the run's set '{self.metainfo.name}' has {list(self.metainfo.keypoint_names)}")
         augment = self.augment if split == "train" else None
-        parts = []
-        for part in index.parts(split):
+        parts, listed = [], index.parts(split)
+        for part in listed:
             instances, files = index.pose_part(part["key"])
-            self._report(f"{split}/{part['name']}" if split == "train" else split, len(instances), {})
+            self._report(f"{split}/{part['name']}" if len(listed) > 1 else split, len(instances), {})
             parts.append(TopdownPoseDataset(instances, self.metainfo, hp.input_size, augment, hp.box_padding,
                                             hp.on_bad_sample, image_files=files))
         return parts

@@ -126,13 +126,17 @@ def test_the_shard_order_is_shard_by_shard_per_process_and_resumes(monkeypatch, 
     assert sum([b.tolist() for b in other], []) != order  # another epoch, another order
 
 
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # no line per request
+        pass
+
+
 @pytest.fixture
 def served(tmp_path):
     """An HTTP server on this machine standing in for remote storage: (its URL, the folder it serves)."""
     folder = tmp_path / "served"
     folder.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-    handler.log_message = lambda *args: None
+    handler = functools.partial(QuietHandler, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
