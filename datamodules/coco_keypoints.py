@@ -16,7 +16,9 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from datamodules.columns import StringTable
 from datamodules.errors import DataError
+from datamodules.json_files import check_json_size, read_json
 from datamodules.keypoints.metainfo import KeypointMetainfo, normalise_name
+from datamodules.paths import inside
 from datamodules.pose_instances import PoseInstance, PoseInstances  # noqa: F401 (PoseInstance: re-exported)
 
 
@@ -24,6 +26,7 @@ def read_coco(ann_file: Path) -> dict:
     """A COCO json as a dict with the lists ``images``, ``annotations`` and ``categories``, else a DataError."""
     if not ann_file.exists():
         raise DataError(f"annotation file not found: {ann_file}")
+    check_json_size(ann_file)
     try:
         with open(ann_file, "rb") as f:
             data = json.load(f)
@@ -41,16 +44,19 @@ class ImageFiles:
     def __init__(self, data: dict, images_dir: Path, ann_file: Path):
         self.records = {image.get("id"): image for image in data.get("images", []) if isinstance(image, dict)}
         self.images_dir, self.ann_file = images_dir, ann_file
-        self.paths: dict = {}  # image id -> its path, or None when the file is missing
+        self.paths: dict = {}  # image id -> its path; "": the file is missing; None: the path leads outside
 
     def path(self, image_id, what: str) -> str:
         """The file of ``image_id``; a DataError naming ``what`` when the id or the file is missing."""
         if image_id not in self.records:
             raise DataError(f"{self.ann_file}: {what}: image_id {image_id} is not in 'images'")
         if image_id not in self.paths:
-            path = self.images_dir / str(self.records[image_id].get("file_name"))
-            self.paths[image_id] = str(path) if path.is_file() else None
+            path = inside(self.images_dir, self.images_dir / str(self.records[image_id].get("file_name")))
+            self.paths[image_id] = path if path is None else str(path) if path.is_file() else ""
         if self.paths[image_id] is None:
+            raise DataError(f"{self.ann_file}: {what} (image_id {image_id}): field 'file_name' leads outside the "
+                            f"image folder {self.images_dir}")
+        if not self.paths[image_id]:
             raise DataError(f"{self.ann_file}: {what} (image_id {image_id}): image file not found: "
                             f"{self.images_dir / str(self.records[image_id].get('file_name'))}")
         return self.paths[image_id]
@@ -242,8 +248,7 @@ def load_detections(det_file: Path, ann_file: Path, images_dir: Path, metainfo: 
     images = ImageFiles(read_coco(ann_file), images_dir, det_file)
     if not det_file.exists():
         raise DataError(f"detections file not found: {det_file}")
-    with open(det_file) as f:
-        dets = json.load(f)
+    dets = read_json(det_file)
     if not isinstance(dets, list):
         raise DataError(f"{det_file}: expected a list of COCO detection results")
     skipped: Counter = Counter()

@@ -22,6 +22,8 @@ from datamodules.dense.files import list_images
 from datamodules.dense.targets import target_spec
 from datamodules.errors import DataError
 from datamodules.images import read_image
+from datamodules.json_files import read_json
+from datamodules.paths import inside
 from datamodules.keypoints.metainfo import KeypointMetainfo
 
 BBOX_TOLERANCE = 1.0  # pixels a box may reach beyond the image border
@@ -105,7 +107,10 @@ def _check_images(data: dict, ann_file: Path, images_dir: Path, report: DataRepo
         if not isinstance(name, str):
             report.add(ann_file, where, "file_name", "a string path relative to the image folder")
             continue
-        path = images_dir / name
+        path = inside(images_dir, images_dir / name)
+        if path is None:
+            report.add(ann_file, where, "file_name", f"a path inside the image folder {images_dir}")
+            continue
         if not path.is_file():
             report.add(path, where, "file_name", f"image file not found (listed in {ann_file.name})")
             continue
@@ -113,8 +118,8 @@ def _check_images(data: dict, ann_file: Path, images_dir: Path, report: DataRepo
         if decode:
             try:
                 pixels = read_image(str(path))
-            except DataError:
-                report.add(path, where, "image", "a decodable image (missing data, truncated or not an image)")
+            except DataError as err:
+                report.add(path, where, "image", f"a decodable image ({str(err).split(': ', 1)[-1]})")
                 continue
             height, width = pixels.shape[:2]
             stated = (image.get("width"), image.get("height"))
@@ -180,13 +185,12 @@ def read_coco_json(ann_file: Path, report: DataReport) -> dict | None:
     """A COCO json with the lists ``images``, ``annotations`` and ``categories``; None (the problem reported)
     when it is missing, not JSON or lacks one of them."""
     try:
-        with open(ann_file, "rb") as f:
-            data = json.load(f)
+        data = read_json(ann_file)
     except FileNotFoundError:
         report.add(ann_file, "-", "file", "annotation file not found")
         return None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        report.add(ann_file, "-", "json", f"valid JSON ({err})")
+    except (json.JSONDecodeError, UnicodeDecodeError, DataError) as err:
+        report.add(ann_file, "-", "json", f"valid JSON within the size limit ({err})")
         return None
     sections = ("images", "annotations", "categories")
     missing = [k for k in sections if not (isinstance(data, dict) and isinstance(data.get(k), list))]
@@ -320,8 +324,8 @@ def check_dense(root: Path, split: str, task: str, num_classes: int, report: Dat
             continue
         try:
             shape = read_image(str(image)).shape[:2]
-        except DataError:
-            report.add(image, where, "image", "a decodable image (missing data, truncated or not an image)")
+        except DataError as err:
+            report.add(image, where, "image", f"a decodable image ({str(err).split(': ', 1)[-1]})")
             continue
         present = {**required, **{k: v for k, v in optional.items() if v.is_file()}}
 

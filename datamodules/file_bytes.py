@@ -17,7 +17,7 @@ class StoredFile:
         return self.name
 
 
-def read_bytes(path: str | Path | StoredFile) -> bytes:
+def file_content(path: str | Path | StoredFile) -> bytes:
     """The content of ``path`` (an ``OSError`` when a file cannot be read)."""
     if isinstance(path, StoredFile):
         return path.data

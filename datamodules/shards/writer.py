@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from datamodules.dense_dataset import DenseDataset
 from datamodules.errors import DataError
-from datamodules.file_bytes import read_bytes
+from datamodules.file_bytes import file_content
 from datamodules.pose_dataset import TopdownPoseDataset
 from datamodules.shards.index import ARRAYS, FORMAT, INDEX, VERSION
 
@@ -73,7 +73,7 @@ def write_shards(out: Path, splits: dict[str, list[Part]], copies: dict[str, Pat
                 files[key] = entries(part)
                 for n, members in enumerate(tqdm(files[key], desc=f"{split} {part.name}", unit="sample")):
                     try:
-                        sample = {name: read_bytes(path) for name, path in members.items()}
+                        sample = {name: file_content(path) for name, path in members.items()}
                     except OSError as err:
                         raise DataError(f"cannot read {err.filename} ({err.strerror})") from err
                     sink.write({"__key__": f"{key}_{n:09d}", **sample})

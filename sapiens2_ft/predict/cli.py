@@ -25,7 +25,8 @@ A video (``--input clip.mp4``, or a folder of frames with ``--video``) gives ``O
 at the input's frame rate, and ``OUT/clip.json``: per frame, the people with their track ids, boxes and keypoints.
 
 Images are keyed by their path relative to ``--input``: ``NAME`` keeps the subfolders (``OUT/sub/NAME.png``)
-and so does ``file_name`` in ``images.json``. Unreadable images are skipped with a warning and counted.
+and so does ``file_name`` in ``images.json``. Unreadable images, and those of more than ``--max_pixels`` pixels (read
+from the file's header, before decoding), are skipped with a warning and named in the closing summary.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ from pathlib import Path
 
 import torch
 
+from datamodules.images import MAX_PIXELS, MAX_PIXELS_ENV
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR
 from sapiens2_ft.predict.boxes import FileBoxes, add_box_arguments, box_source, read_boxes, whole_image
 from sapiens2_ft.predict.dense import uses_focal
-from sapiens2_ft.predict.inputs import list_images
+from sapiens2_ft.predict.inputs import check_out, list_images
 from sapiens2_ft.predict.loading import load_module
 from sapiens2_ft.predict.run import Model, predict_images
 from sapiens2_ft.predict.video import Frames, is_video, predict_video
@@ -80,11 +82,19 @@ def main(argv: list[str] | None = None) -> Path:
                              "installed onnxruntime has them, else the CPU")
     parser.add_argument("--compile", action="store_true", help="torch.compile each model before its first batch")
     parser.add_argument("--compile_backend", default="inductor", help="--compile: the torch.compile backend")
+    parser.add_argument("--max_pixels", type=int, default=None,
+                        help=f"skip images of more pixels than this (default {MAX_PIXELS:,}, or {MAX_PIXELS_ENV}); "
+                             "the size is read from the file's header before decoding")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
     if args.focal is not None and not args.focal > 0:
         raise SystemExit(f"--focal: the focal length in pixels must be > 0, got {args.focal}")
+    if args.fps is not None and not args.fps > 0:
+        raise SystemExit(f"--fps: frames per second must be > 0, got {args.fps}")
+    if args.max_pixels is not None and args.max_pixels <= 0:
+        raise SystemExit(f"--max_pixels: give the largest number of pixels an image may have, got {args.max_pixels}")
     out = Path(args.out)
+    check_out(out, Path(args.input))
     out.mkdir(parents=True, exist_ok=True)
     video = args.video or is_video(Path(args.input))
     if args.video and not Path(args.input).is_dir():
@@ -137,15 +147,16 @@ def main(argv: list[str] | None = None) -> Path:
             print(f"{frames.path.name}: {clip} ({frames.fps:g} frames/s) and per-frame results in {records}")
             return out
         counts, skipped = predict_images(models, images, args.batch_size, source, ids, mask_model,
-                                         out / "sheets" if several else None, args.workers)
-    read = len(images) - skipped
+                                         out / "sheets" if several else None, args.workers, args.max_pixels)
+    read = len(images) - len(skipped)
     done = "; ".join(f"{counts[m.task]} people in {read} images -> {m.out / 'keypoints.json'}, overlays in "
                      f"{m.out / 'overlays'}" if m.is_pose else f"{m.task} maps of {counts[m.task]} images -> {m.out}"
                      for m in models)
     if several:
         done += f"; sheets in {out / 'sheets'}"
-    print(f"{done}; {skipped} unreadable images skipped")
-    if skipped == len(images):
+    names = ", ".join(skipped[:10]) + (f" and {len(skipped) - 10} more" if len(skipped) > 10 else "")
+    print(f"{done}; {len(skipped)} images skipped (unreadable or too large){': ' + names if skipped else ''}")
+    if len(skipped) == len(images):
         raise SystemExit(f"--input: none of the {len(images)} images could be read")
     return out
 

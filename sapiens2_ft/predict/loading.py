@@ -38,10 +38,13 @@ def load_module(model: str, out: Path, keypoints: str | None = None, device: str
     path = Path(model)
     exported_here = path.is_file() or is_distributed_checkpoint(path)
     if exported_here:
-        path = export_checkpoint(path, out / "model")
+        try:
+            path = export_checkpoint(path, out / "model")
+        except ValueError as err:  # a refused checkpoint (CheckpointError) or output folder (ExportFolderError)
+            raise SystemExit(f"--model: {err}") from None
         print(f"exported checkpoint {model} -> {path}")
     directory = resolve_model(str(path))
-    config = Sapiens2Config.from_pretrained(directory)
+    config = Sapiens2Config.from_pretrained(directory, trust_remote_code=False)
     architecture = (config.architectures or ["Sapiens2Model"])[0]
     task = task_of_config(config)
     if task is not None and task not in TASKS:

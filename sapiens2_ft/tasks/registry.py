@@ -222,6 +222,8 @@ def build_task_model(task: str, labels: Sequence[str], image_size: Sequence[int]
     if spec.fit_model is not None:
         spec.fit_model(model, report)
     if pretraining_head and not init_from:
-        report.notes.append(load_task_head(model, resolve_pretrained(kwargs["pretrained"]), task))
-        report.head, report.new = "pretrained", []
+        note, new = load_task_head(model, resolve_pretrained(kwargs["pretrained"]), task,
+                                   labels if spec.label_arg else None)
+        report.notes.append(note)
+        report.head, report.new = "pretrained", new
     return model, report

@@ -82,3 +82,9 @@ def test_without_a_detector_the_message_names_the_other_box_sources(tiny_pose308
     out = predict.main(["--model", str(tiny_pose308_dir), "--input", str(tiny_coco / "val2017"),
                         "--out", str(tmp_path / "whole"), "--whole_image"])
     assert len(json.loads((out / "keypoints.json").read_text())) == 2  # one person per image
+
+
+def test_openpose_25_from_the_released_model_lacks_only_mid_hip(hub, tmp_path):
+    """The built-in OpenPose-25 set by name: the 308 rows hold 24 of its keypoints; the hips' midpoint is named."""
+    with pytest.raises(SystemExit, match=r"has no keypoint \['mid_hip'\] \(1 of the 25 asked for\)"):
+        load_module(RELEASED, tmp_path / "x", keypoints="openpose25")

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
+from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.synthetic import (
     COCO_KEYPOINT_NAMES,
+    KEYPOINT_NAMES,
     SAPIENS2_PART_CLASSES,
     ensure_dataset,
     generate_dataset,
@@ -47,6 +49,9 @@ EXPECTED_NEAR = {
     "right_knee": {"Right_Upper_Leg", "Right_Lower_Leg", "Lower_Clothing"},
     "left_ankle": {"Left_Lower_Leg", "Left_Foot", "Left_Shoe", "Lower_Clothing"},
     "right_ankle": {"Right_Lower_Leg", "Right_Foot", "Right_Shoe", "Lower_Clothing"},
+    "left_heel": {"Left_Foot", "Left_Shoe", "Left_Lower_Leg"},
+    "right_heel": {"Right_Foot", "Right_Shoe", "Right_Lower_Leg"},
+    "left_toe": {"Left_Foot", "Left_Shoe"}, "right_toe": {"Right_Foot", "Right_Shoe"},
 }
 
 
@@ -125,8 +130,9 @@ def test_coco_annotations(dataset):
     for split in ("train", "val"):
         coco = COCO(str(root / "annotations" / f"{split}.json"))
         category = coco.loadCats(1)[0]
-        assert category["name"] == "person" and list(category["keypoints"]) == list(COCO_KEYPOINT_NAMES)
-        assert all(1 <= a <= 17 and 1 <= b <= 17 for a, b in category["skeleton"])
+        assert category["name"] == "person" and list(category["keypoints"]) == list(KEYPOINT_NAMES)
+        assert list(KEYPOINT_NAMES) == list(load_metainfo("coco17_feet").keypoint_names)  # the demo's set
+        assert all(1 <= a <= 21 and 1 <= b <= 21 for a, b in category["skeleton"])
         assert len(coco.getAnnIds()) > 0
         for image in coco.loadImgs(coco.getImgIds()):
             assert (root / split / "images" / image["file_name"]).is_file()
@@ -137,7 +143,7 @@ def test_coco_annotations(dataset):
             assert ann["id"] > 0 and ann["id"] not in ann_ids
             ann_ids.add(ann["id"])
             assert ann["category_id"] == 1 and ann["iscrowd"] == 0
-            kps = np.array(ann["keypoints"], dtype=float).reshape(17, 3)
+            kps = np.array(ann["keypoints"], dtype=float).reshape(len(KEYPOINT_NAMES), 3)
             assert set(np.unique(kps[:, 2])) <= {0, 1, 2}
             assert ann["num_keypoints"] == int((kps[:, 2] > 0).sum()) > 0
             assert np.all(kps[kps[:, 2] == 0, :2] == 0)
@@ -199,7 +205,7 @@ def test_visible_keypoints_land_on_their_parts(dataset):
         names = {image["id"]: image["file_name"] for image in coco["images"]}
         for ann in coco["annotations"]:
             s = _load(root, split, names[ann["image_id"]][:-4])
-            kps = np.array(ann["keypoints"], dtype=float).reshape(17, 3)
+            kps = np.array(ann["keypoints"], dtype=float).reshape(len(KEYPOINT_NAMES), 3)
             for k, (x, y, v) in enumerate(kps):
                 if v != 2:
                     continue
@@ -207,7 +213,7 @@ def test_visible_keypoints_land_on_their_parts(dataset):
                 window = np.s_[max(r - 1, 0):r + 2, max(c - 1, 0):c + 2]
                 assert s["mask"][window].any() and s["labels"][window].any()
                 near = s["labels"][max(r - 2, 0):r + 3, max(c - 2, 0):c + 3]
-                expected = {PART_ID[name] for name in EXPECTED_NEAR[COCO_KEYPOINT_NAMES[k]]}
+                expected = {PART_ID[name] for name in EXPECTED_NEAR[KEYPOINT_NAMES[k]]}
                 checked += 1
                 plausible += bool(expected & set(near.ravel().tolist()))
     assert checked > 50
@@ -220,7 +226,7 @@ def test_left_is_the_persons_own_left(dataset):
     both = left_on_right = 0
     for split in ("train", "val"):
         for ann in json.loads((root / "annotations" / f"{split}.json").read_text())["annotations"]:
-            kps = np.array(ann["keypoints"], dtype=float).reshape(17, 3)
+            kps = np.array(ann["keypoints"], dtype=float).reshape(len(KEYPOINT_NAMES), 3)
             if kps[1, 2] == 2 and kps[2, 2] == 2 and kps[5, 2] == 2 and kps[6, 2] == 2:
                 both += 1
                 left_on_right += kps[1, 0] > kps[2, 0] and kps[5, 0] > kps[6, 0]

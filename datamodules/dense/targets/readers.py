@@ -11,7 +11,8 @@ import torch
 
 from datamodules.dense.targets.spec import Attempt
 from datamodules.errors import DataError
-from datamodules.file_bytes import StoredFile, read_bytes
+from datamodules.file_bytes import StoredFile, file_content
+from datamodules.images import decode, read_bytes
 
 
 def check_size(array: np.ndarray, shape: tuple[int, int], path: Path) -> np.ndarray:
@@ -23,28 +24,22 @@ def check_size(array: np.ndarray, shape: tuple[int, int], path: Path) -> np.ndar
 
 
 def read_png(path: Path | StoredFile, flags: int) -> np.ndarray:
-    """``cv2.imread`` (of a file or a shard member) that raises a DataError for a missing or undecodable file."""
-    try:
-        raw = read_bytes(path)
-    except OSError:
-        raw = b""
-    image = cv2.imdecode(np.frombuffer(raw, np.uint8), flags) if raw else None
-    if image is None:
-        raise DataError(f"cannot read {path} (missing or not an image)")
-    return image
+    """A target image (``cv2`` ``flags``; a file or a shard member) that raises a DataError for a missing,
+    undecodable or oversized file."""
+    return decode(read_bytes(path), flags, str(path))
 
 
 def read_npy(path: Path | StoredFile) -> np.ndarray:
     """``np.load`` without pickles that raises a DataError for an unreadable file."""
     try:
-        return np.load(io.BytesIO(read_bytes(path)), allow_pickle=False)
+        return np.load(io.BytesIO(file_content(path)), allow_pickle=False)
     except (OSError, ValueError, EOFError) as err:
         raise DataError(f"cannot read {path} ({type(err).__name__}: {err})") from err
 
 
 def read_text(path: Path | StoredFile) -> io.StringIO:
     """A text file's content to parse (``np.loadtxt``)."""
-    return io.StringIO(read_bytes(path).decode())
+    return io.StringIO(file_content(path).decode())
 
 
 def load_mask(path: Path | None, shape) -> np.ndarray:

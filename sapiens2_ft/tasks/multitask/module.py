@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
+from datamodules.body_parts import SAPIENS2_PART_CLASSES
 from datamodules.hparams import as_dataclass
 from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.multitask_datamodule import PRETRAINING_DENSE_TASKS
@@ -115,6 +116,13 @@ class MultiTaskModule(TaskModule):
         self.task_modules: dict[str, TaskModule] = {}
         self._panel_batch: tuple[dict, dict] | None = None
         self._stride = 1  # input pixels per dense-head output pixel
+
+    @staticmethod
+    def head_labels(hparams: dict) -> dict[str, list[str]]:
+        """The output rows of the label-set heads of a run with these hyper-parameters, by task (saved beside the
+        backbone with its heads, so that a fine-tuning run of another label set takes its rows by name)."""
+        return {"pose": list(load_metainfo(hparams.get("keypoints", "coco17")).keypoint_names),
+                "seg": list(SAPIENS2_PART_CLASSES)}
 
     def make_task_modules(self) -> dict[str, TaskModule]:
         """One module per task, each building its own model with its own head. Made outside ``__init__``: a
