@@ -1,10 +1,10 @@
 """COCO-size pose data: start-up time, main-process memory, and DataLoader worker memory over an epoch.
 
-``build`` writes a COCO-2017-sized keypoints json (56,599 images, 149,813 people, no polygons: ~70 MiB) for train and
-for val, and one small JPEG hard-linked under every file name of a split. ``startup`` times ``prepare_data`` + ``setup("fit")``
-of a ``PoseDataModule`` on both jsons in fresh processes: this checkout with an empty index cache (the first build),
-from the cache, and, with ``--compare DIR``, another checkout (``/work/main``: the loader before the cache), each
-round side by side so that the load of a shared machine hits every case alike; it reports medians and the ratios
+``build`` writes a COCO-2017-sized keypoints json (56,599 images, 149,813 people, no polygons: ~70 MiB) for train
+and for val, and one small JPEG hard-linked under every file name of a split. ``startup`` times ``prepare_data`` +
+``setup("fit")`` of a ``PoseDataModule`` on both jsons in fresh processes: this checkout with an empty index cache
+(the first build), from the cache, and, with ``--compare DIR``, another checkout (``/work/main``: the loader before
+the cache), each round side by side so that the load of a shared machine hits every case alike; it reports medians and the ratios
 to the compared checkout, and the resident memory after the imports and after ``setup``. ``workers`` iterates the
 training loader for an epoch (or ``--batches``) with ``--workers`` workers and reports each worker's unique memory
 (USS) after the first batches and at the end: growth there is the copy-on-read of Python objects the dataset holds.
@@ -15,7 +15,8 @@ Run::
 
     python bench/coco_scale.py build --out /tmp/coco-scale
     python bench/coco_scale.py startup --data /tmp/coco-scale --compare /work/main --rounds 3
-    python bench/coco_scale.py workers --data /tmp/coco-scale --workers 4 [--index_only] [--compare /work/main]
+    python bench/coco_scale.py workers --data /tmp/coco-scale --workers 4 [--index_only]
+    PYTHONPATH=/work/main python bench/coco_scale.py workers --data /tmp/coco-scale --index_only --compare main
 
 Targets (issue 53): from the cache <= 3 s; the first build no slower than the compared loader; worker USS growth
 <= 10 MiB over an epoch; the main process holds <= 300 MiB for the data (RSS after setup minus after imports).

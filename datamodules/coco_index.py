@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
@@ -51,9 +51,14 @@ class CocoIndex:
         return {**self.instances.arrays(), **StringTable.of(paths).arrays("images"), "meta": text_array(meta)}
 
     @classmethod
-    def from_arrays(cls, arrays: dict, images_dir: Path) -> "CocoIndex":
+    def from_arrays(cls, arrays: dict, images_dir: Path) -> "CocoIndex | None":
+        """The index saved by ``arrays``; None when an image path of it leads outside ``images_dir`` (a cache file
+        that this code did not write: the json's paths are kept inside the folder, ``paths.inside``)."""
         meta = from_text_array(arrays["meta"])
         images = StringTable.from_arrays(arrays, "images", f"{images_dir}/" if meta["relative"] else "")
+        names = StringTable.from_arrays(arrays, "images")
+        if not meta["relative"] or any(n.startswith("/") or ".." in PurePosixPath(n).parts for n in names):
+            return None
         instances = PoseInstances(images, *(arrays[c] for c in COLUMNS))
         return cls(instances, Counter(meta["skipped"]), [Problem(*p) for p in meta["problems"]],
                    Counter(meta["checked"]))
@@ -119,8 +124,9 @@ def coco_index(source: CocoSource, cache: IndexCache | None, key: dict | None = 
     key = source.key() if key is None else key
     path = cache.path(source.ann_file, key)
     stored = cache.load(path, key)
-    if stored is not None:
-        return CocoIndex.from_arrays(stored, source.images_dir)
+    index = CocoIndex.from_arrays(stored, source.images_dir) if stored is not None else None
+    if index is not None:
+        return index
     index = build_index(source)
     if index.instances is not None:
         cache.save(path, key, index.arrays(source.images_dir))

@@ -4,6 +4,7 @@ samples as columns, and where each of their files lies in the shards). Read back
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 
@@ -55,6 +56,10 @@ class ShardIndex:
         if self.meta.get("format") != FORMAT or self.meta.get("version") != VERSION:
             raise DataError(f"{store.location}: {INDEX} is not a version-{VERSION} index of {FORMAT} "
                             f"(written by python -m sapiens2_ft.write_shards)")
+        names = [*self.meta.get("shards", []), *self.meta.get("copies", [])]
+        outside = [n for n in names if not (isinstance(n, str) and re.fullmatch(r"[\w.-]+", n) and n.strip("."))]
+        if outside:
+            raise DataError(f"{store.location}: {INDEX} names files outside its folder: {outside[:3]}")
         with np.load(store.path(ARRAYS), allow_pickle=False) as stored:
             self.arrays = {name: stored[name] for name in stored.files}
 

@@ -11,6 +11,7 @@ import pytest
 from conftest import write_coco
 
 import datamodules.coco_index as coco_index
+from datamodules.columns import StringTable
 from datamodules.errors import DataError
 from datamodules.index_cache import FOLDER
 from datamodules.pose_datamodule import PoseDataModule
@@ -115,3 +116,19 @@ def test_a_failed_check_is_not_cached_and_an_unwritable_folder_is_a_warning(coco
     with pytest.warns(UserWarning, match="cannot cache the data index"):
         dm = fit(coco, on_bad_sample="skip", cache_dir=str(blocked / "sub"))
     assert len(dm.train_set) == 5
+
+
+def test_a_cache_file_naming_images_outside_the_folder_is_not_used(coco, builds):
+    """A cache file written by someone else cannot lead the loader outside the image folder (as the json cannot)."""
+    dm = fit(coco)
+    path = next(p for p in (coco / "annotations" / FOLDER).iterdir() if p.name.startswith("person_keypoints_train"))
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    prefix = f"{coco / 'train2017'}/"
+    names = ["../../secret.jpg"] + [n.removeprefix(prefix) for n in list(dm.train_set.instances.images)[1:]]
+    arrays.update(StringTable.of(names).arrays("images"))
+    np.savez(path, **arrays)
+    builds.clear()
+    again = fit(coco)
+    assert builds == ["person_keypoints_train2017.json"]  # rebuilt from the json
+    assert all(path.startswith(str(coco / "train2017")) for path in again.train_set.instances.images)

@@ -59,6 +59,11 @@ def test_pose_shards_hold_the_same_samples_and_the_validation_json(tiny_coco, tm
         pose_dm(tiny_coco, shards=str(tmp_path / "shards"), keypoints="coco_wholebody").setup("fit")
     with pytest.raises(DataError, match="holds shards already"):
         written(pose_dm(tiny_coco), tmp_path / "shards")
+    index = json.loads((tmp_path / "shards" / "index.json").read_text())
+    index["shards"][0] = "../../elsewhere.tar"
+    (tmp_path / "shards" / "index.json").write_text(json.dumps(index))
+    with pytest.raises(DataError, match="names files outside its folder"):
+        pose_dm(tiny_coco, shards=str(tmp_path / "shards")).setup("fit")
 
 
 def test_a_mix_keeps_its_parts_and_repeats(tiny_coco, tmp_path):
