@@ -4,12 +4,12 @@
 and for val, and one small JPEG hard-linked under every file name of a split. ``startup`` times ``prepare_data`` +
 ``setup("fit")`` of a ``PoseDataModule`` on both jsons in fresh processes: this checkout with an empty index cache
 (the first build), from the cache, and, with ``--compare DIR``, another checkout (``/work/main``: the loader before
-the cache), each round side by side so that the load of a shared machine hits every case alike; it reports medians and the ratios
-to the compared checkout, and the resident memory after the imports and after ``setup``. ``workers`` iterates the
-training loader for an epoch (or ``--batches``) with ``--workers`` workers and reports each worker's unique memory
-(USS) after the first batches and at the end: growth there is the copy-on-read of Python objects the dataset holds.
-``--index_only`` reads each sample's instance record without decoding or augmenting (the part that copies pages; a
-whole epoch in a few minutes), else the full training pipeline runs.
+the cache), each round side by side so that the load of a shared machine hits every case alike; it reports medians
+and the ratios to the compared checkout, and the resident memory after the imports and after ``setup``. ``workers``
+iterates the training loader for an epoch (or ``--batches``) with ``--workers`` workers and reports each worker's
+unique memory (USS) after the first batches and at the end: growth there is the copy-on-read of Python objects the
+dataset holds. ``--index_only`` reads each sample's instance record without decoding or augmenting (the part that
+copies pages; a whole epoch in a few minutes), else the full training pipeline runs.
 
 Run::
 
