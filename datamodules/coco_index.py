@@ -56,12 +56,19 @@ class CocoIndex:
         that this code did not write: the json's paths are kept inside the folder, ``paths.inside``)."""
         meta = from_text_array(arrays["meta"])
         images = StringTable.from_arrays(arrays, "images", f"{images_dir}/" if meta["relative"] else "")
-        names = StringTable.from_arrays(arrays, "images")
-        if not meta["relative"] or any(n.startswith("/") or ".." in PurePosixPath(n).parts for n in names):
+        if not meta["relative"] or leaves_folder(StringTable.from_arrays(arrays, "images")):
             return None
         instances = PoseInstances(images, *(arrays[c] for c in COLUMNS))
         return cls(instances, Counter(meta["skipped"]), [Problem(*p) for p in meta["problems"]],
                    Counter(meta["checked"]))
+
+
+def leaves_folder(names: StringTable) -> bool:
+    """Whether a relative path of ``names`` is absolute or climbs out with ``..`` (the bytes scanned at once)."""
+    starts = names.offsets[:-1][np.diff(names.offsets) > 0]
+    if (names.buffer[starts] == ord("/")).any():
+        return True
+    return b".." in names.buffer.tobytes() and any(".." in PurePosixPath(name).parts for name in names)
 
 
 @dataclass(frozen=True)
