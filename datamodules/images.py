@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import struct
+from pathlib import Path
 
 import cv2
 import numpy as np
 
 from datamodules.errors import DataError
+from datamodules.file_bytes import StoredFile, file_content
 
 MAX_PIXELS = 100_000_000
 MAX_PIXELS_ENV = "SAPIENS2_FT_MAX_IMAGE_PIXELS"
@@ -135,19 +137,19 @@ def file_size(path) -> tuple[int, int] | None:
     return header_size(head) or header_size(read_bytes(path))  # a JPEG's size may follow 64 kB of metadata
 
 
-def read_bytes(path: str) -> bytes:
+def read_bytes(path: str | Path | StoredFile) -> bytes:
+    """The content of a file, or of a shard member read already (``StoredFile``); empty when it cannot be read."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        return file_content(path)
     except OSError:
         return b""
 
 
-def read_image(path: str, limit: int | None = None) -> np.ndarray:
+def read_image(path: str | Path | StoredFile, limit: int | None = None) -> np.ndarray:
     """RGB uint8 image; a missing, undecodable or oversized file (above ``limit`` pixels, default
     :func:`max_pixels`) is a DataError naming it."""
     raw = read_bytes(path)
-    image = decode(raw, cv2.IMREAD_COLOR, path, limit)
+    image = decode(raw, cv2.IMREAD_COLOR, str(path), limit)
     # libjpeg decodes a truncated JPEG with only a warning (the missing rows grey): a JPEG must
     # end its last scan (SOS marker FFDA) with an end-of-image marker (FFD9).
     if raw[:2] == b"\xff\xd8" and not raw.rstrip(b"\x00").endswith(b"\xff\xd9"):

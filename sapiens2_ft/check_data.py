@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = resolve_config_args(sys.argv[1:] if argv is None else argv)
     cli = DataCheckCLI(task_of(argv), args=argv, run=False, seed_everything_default=0,
                        auto_configure_optimizers=False)
+    if cli.datamodule.store is not None:
+        raise SystemExit("check_data reads dataset files: leave out data.shards (shards are written from checked data)")
     try:
         cli.datamodule.prepare_data()  # the demo configs render their synthetic data first
         report = cli.datamodule.check(decode=True)

@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 import pytest
 
-from datamodules.coco_keypoints import load_coco
+from datamodules.coco_keypoints import read_coco
 from datamodules.data_check import DataReport, check_dense
 from datamodules.errors import DataError
 from datamodules.images import MAX_PIXELS_ENV, header_size, read_image
@@ -134,4 +134,4 @@ def test_a_json_file_above_the_limit_is_refused_unread(tiny_coco, monkeypatch):
     monkeypatch.setenv(MAX_JSON_ENV, "1000")
     with pytest.raises(DataError, match=rf"{ann.name} is [\d,]+ bytes, above the limit of 1,000 for a JSON file "
                                         rf"\(raise it with {MAX_JSON_ENV}"):
-        load_coco(ann)
+        read_coco(ann)
