@@ -71,15 +71,17 @@ def train(config: str | Path | Sequence[str | Path], **overrides) -> dict:
         return main(args)
 
 
-def export(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None, private: bool = False) -> Path:
+def export(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None, private: bool = False,
+           overwrite: bool = False) -> Path:
     """A training checkpoint (``.ckpt`` or FSDP2 directory) as a Hugging Face model directory ``out`` with its model
     card, as ``python -m sapiens2_ft.export`` writes it; optionally uploaded to the Hub repo ``push_to_hub``
-    (``private``: a new repository is private). A refusal of the Hub is a ``CommandError`` of one line."""
+    (``private``: a new repository is private). A refusal of the Hub is a ``CommandError`` of one line.
+    ``overwrite``: ``out`` may hold other files (the export's own are replaced, the others stay)."""
     from sapiens2_ft.training.hf_export import export_checkpoint
     from sapiens2_ft.training.hub import HubError
 
     try:
-        return export_checkpoint(checkpoint, out, push_to_hub, private)
+        return export_checkpoint(checkpoint, out, push_to_hub, private, overwrite)
     except HubError as err:
         raise CommandError(f"export: {err}") from None
 

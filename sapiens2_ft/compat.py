@@ -1,4 +1,4 @@
-"""Every use of a Lightning or torchmetrics internal, one small function each (``tests/test_compat.py`` runs each
+"""Every use of a Lightning, torchmetrics or jsonargparse internal, one small function each (``tests/test_compat.py`` runs each
 against the installed versions; pyproject caps lightning below its next minor release).
 
 Each docstring names the internal it relies on. When an upgrade breaks one, it is fixed here only. This module
@@ -7,8 +7,9 @@ imports nothing of this project, so every layer may use it.
 
 from __future__ import annotations
 
+import contextlib
 import csv
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import lightning as L
 from lightning.pytorch.cli import LightningCLI
@@ -104,3 +105,22 @@ class SyncPreparation:
     def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any | None = None) -> None:
         self.before_sync()
         super()._sync_dist(dist_sync_fn, process_group=process_group)
+
+
+@contextlib.contextmanager
+def only_imports_under(allowed: list[str]) -> Iterator[None]:
+    """Inside the block jsonargparse imports no path that a parsed value names (a ``class_path``, a function, a
+    type) unless it is under one of the dot paths ``allowed``; it checks the string before importing anything,
+    and fails the parse. Its import path policy (``set_parsing_settings(import_path_denylist=["*"],
+    import_path_allowlist=...)``) can only be extended: the block restores it from
+    ``jsonargparse._common.parsing_settings``, so one parse's allowed paths do not reach the next."""
+    from jsonargparse import set_parsing_settings
+    from jsonargparse._common import parsing_settings
+
+    keys = ("import_path_verdicts", "import_paths_enforced")
+    saved = {key: parsing_settings[key] for key in keys}
+    set_parsing_settings(import_path_denylist=["*"], import_path_allowlist=list(allowed))
+    try:
+        yield
+    finally:
+        parsing_settings.update(saved)

@@ -53,7 +53,7 @@ def model_input_size(model: str) -> list[int]:
     from transformers import Sapiens2Config
 
     directory = resolve_model(model)
-    return exported_input_size(directory, Sapiens2Config.from_pretrained(directory))
+    return exported_input_size(directory, Sapiens2Config.from_pretrained(directory, trust_remote_code=False))
 
 
 def sets(argv: list[str], key: str) -> bool:
@@ -75,7 +75,7 @@ def evaluation_module(recipe_module, model: str):
     from transformers import Sapiens2Config
 
     directory = resolve_model(model)
-    config = Sapiens2Config.from_pretrained(directory)
+    config = Sapiens2Config.from_pretrained(directory, trust_remote_code=False)
     architecture = (config.architectures or ["Sapiens2Model"])[0]
     task = task_of_config(config)
     if task != recipe_module.task:

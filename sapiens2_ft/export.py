@@ -4,7 +4,8 @@ ONNX model beside it.
 
 ``DIR`` loads with ``transformers``' ``AutoModelFor<Task>.from_pretrained(DIR)``; what it holds is described in
 ``sapiens2_ft/training/hf_export.py``. ``CKPT`` is a ``.ckpt`` file or an FSDP2 distributed checkpoint directory.
-``train.py`` exports the best checkpoint of every run to ``<run_dir>/export``. In Python the module itself is
+``train.py`` exports the best checkpoint of every run to ``<run_dir>/export``. A ``DIR`` holding files an export
+did not write is refused unless ``--overwrite`` (which replaces only the export's files there). In Python the module itself is
 the API's ``export``: ``sapiens2_ft.export(checkpoint, out)`` (``sapiens2_ft/api.py``).
 
 ``--format onnx`` adds ``DIR/model.onnx`` (dynamic batch, the input size of the checkpoint, ``--dtype`` float32 or
@@ -24,11 +25,14 @@ import sys
 import types
 from pathlib import Path
 
+from sapiens2_ft.models.checkpoints import CheckpointError
 from sapiens2_ft.models.onnx import DTYPES
 from sapiens2_ft.problems import Problems
+from sapiens2_ft.training.export_dir import ExportFolderError
 from sapiens2_ft.training.hf_export import export_checkpoint
 from sapiens2_ft.training.hub import HubError, hub_problems, push_export
 from sapiens2_ft.training.onnx_export import write_onnx
+
 
 def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(prog="python -m sapiens2_ft.export", description=__doc__.split("\n\n")[0])
@@ -38,8 +42,11 @@ def main(argv: list[str] | None = None) -> Path:
                         help="hf: the Hugging Face directory; onnx: that directory plus model.onnx and onnx_config.json")
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="--format onnx: the graph's dtype")
     parser.add_argument("--push_to_hub", default=None, metavar="REPO",
-                        help="also upload the directory to this Hub model repository (user/name or org/name)")
+                        help="also upload the export's own files (export_manifest.json) to this Hub model repository "
+                             "(user/name or org/name)")
     parser.add_argument("--private", action="store_true", help="--push_to_hub: create the repository private")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="export into a folder holding other files: replace the export's files there, keep the rest")
     args = parser.parse_args(argv)
     source = Path(args.checkpoint)
     exported = (source / "config.json").is_file()
@@ -56,7 +63,10 @@ def main(argv: list[str] | None = None) -> Path:
     if exported:  # already exported: add the ONNX model beside it, or upload it
         out = source
     else:
-        out = export_checkpoint(args.checkpoint, args.out)
+        try:
+            out = export_checkpoint(args.checkpoint, args.out, overwrite=args.overwrite)
+        except (CheckpointError, ExportFolderError) as err:
+            raise SystemExit(f"export: {err}") from None
         print(f"exported {args.checkpoint} -> {out}")
     if args.format == "onnx":
         write_onnx(out, args.dtype)
@@ -72,10 +82,11 @@ def main(argv: list[str] | None = None) -> Path:
 class _CallableModule(types.ModuleType):
     """``sapiens2_ft.export`` names both this module and the API function; calling the module exports."""
 
-    def __call__(self, checkpoint, out, push_to_hub: str | None = None, private: bool = False) -> Path:
+    def __call__(self, checkpoint, out, push_to_hub: str | None = None, private: bool = False,
+                 overwrite: bool = False) -> Path:
         from sapiens2_ft.api import export
 
-        return export(checkpoint, out, push_to_hub, private)
+        return export(checkpoint, out, push_to_hub, private, overwrite)
 
 
 sys.modules[__name__].__class__ = _CallableModule

@@ -223,7 +223,7 @@ def frozen_blocks(setup: Setup, num_blocks: int) -> int:
 
 def _size_of_pretrained(pretrained: str) -> str:
     if Path(pretrained).is_dir():
-        config = Sapiens2Config.from_pretrained(pretrained)
+        config = Sapiens2Config.from_pretrained(pretrained, trust_remote_code=False)
         size = presets.size_of(config.hidden_size, config.num_hidden_layers)
         if size is None:
             raise SystemExit(f"{pretrained}: hidden {config.hidden_size} x {config.num_hidden_layers} layers is not "

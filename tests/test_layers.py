@@ -28,6 +28,7 @@ LAYERS = {
     "sapiens2_ft.export": 4,
     "sapiens2_ft.evaluate": 4,
     "sapiens2_ft.check_data": 4,
+    "sapiens2_ft.write_shards": 4,
     "sapiens2_ft.memory": 4,
     "sapiens2_ft.console": 4,
     "sapiens2_ft.api": 4,

@@ -15,7 +15,7 @@ import yaml
 
 from sapiens2_ft.models.checkpoints import is_distributed_checkpoint
 from sapiens2_ft.training.hf_export import export_checkpoint
-from sapiens2_ft.training.hub import export_files
+from sapiens2_ft.training.export_dir import export_files
 from sapiens2_ft.training.model_card import hub_id_of
 
 PACKAGES = ("sapiens2_ft", "datamodules")
@@ -57,8 +57,9 @@ def copy_model(model: str, target: Path) -> str | None:
         export_checkpoint(path, target)
     elif (path / "config.json").is_file():
         target.mkdir(parents=True)
-        for file in export_files(path):
-            shutil.copy2(file, target / file.name)
+        for name in export_files(path):  # relative names, the export's own files
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path / name, target / name)
     elif path.exists():
         raise SystemExit(f"--model: {model} is neither an exported model directory nor a checkpoint")
     elif hub_id_of(model) is None:

@@ -19,6 +19,10 @@ import numpy as np
 from pycocotools import mask as mask_utils
 
 from datamodules.data_check import DataReport
+from datamodules.errors import DataError
+from datamodules.images import file_size
+from datamodules.json_files import read_json
+from datamodules.paths import inside
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person, Region
 
 
@@ -53,9 +57,9 @@ def _person(ann: dict, where: str, names: list[str], ann_file: Path, problems: D
 
 def read_file(ann_file: Path, src: Path, problems: DataReport) -> list[ImageRecord]:
     try:
-        data = json.loads(ann_file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        problems.add(ann_file, "-", "json", f"valid JSON ({err}); the file is left out")
+        data = read_json(ann_file)
+    except (json.JSONDecodeError, UnicodeDecodeError, DataError) as err:
+        problems.add(ann_file, "-", "json", f"valid JSON within the size limit ({err}); the file is left out")
         return []
     if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in ("images", "annotations")):
         problems.add(ann_file, "-", "images/annotations", "a COCO file with the lists 'images' and 'annotations'")
@@ -71,8 +75,11 @@ def read_file(ann_file: Path, src: Path, problems: DataReport) -> list[ImageReco
         if not isinstance(file_name, str):
             problems.add(ann_file, where, "file_name", "a string path; the image is left out")
             continue
-        candidates = [src / "images" / subset / file_name, src / "images" / file_name, src / file_name,
-                      ann_file.parent / file_name]
+        candidates = [c for p in (src / "images" / subset / file_name, src / "images" / file_name, src / file_name,
+                                  ann_file.parent / file_name) if (c := inside(src, p, follow_links=True))]
+        if not candidates:
+            problems.add(ann_file, where, "file_name", "a path inside the export folder; the image is left out")
+            continue
         path = next((c for c in candidates if c.is_file()), None)
         if path is None:
             problems.add(ann_file, where, "file_name", f"image file not found: {file_name} (looked in "
@@ -101,7 +108,7 @@ def read_file(ann_file: Path, src: Path, problems: DataReport) -> list[ImageReco
             continue
         person = _person(ann, where, names[ann["category_id"]], ann_file, problems)
         if person is not None:
-            if person.box is None:  # the person's outline gives the box
+            if person.box is None and ann.get("segmentation"):  # the person's outline gives the box
                 person.extent += [r.points if r.points is not None else mask_points(r) for r in
                                   regions(ann, "person", where, i, record, ann_file, problems)]
             record.people.append(person)
@@ -126,9 +133,12 @@ def regions(ann: dict, label: str, where: str, z: int, record: ImageRecord, ann_
         return out
     if isinstance(segmentation, dict):
         size = segmentation.get("size")
-        if record.size is not None and size != [record.size[1], record.size[0]]:
-            problems.add(ann_file, where, "segmentation", f"an RLE mask of the image's size {record.size[1]}x"
-                         f"{record.size[0]} (h x w), got {size}; the mask is left out")
+        actual = file_size(record.image) if record.image is not None else None  # (w, h) from the image's header
+        expected = actual or record.size  # the file's own size first: a stated one may be anything
+        if expected is None or size != [expected[1], expected[0]]:
+            problems.add(ann_file, where, "segmentation", f"an RLE mask of the image's size "
+                         f"{'?' if expected is None else f'{expected[1]}x{expected[0]}'} (h x w), got {size}; the mask "
+                         "is left out")
             return []
         try:
             rle = segmentation if isinstance(segmentation.get("counts"), str) else \

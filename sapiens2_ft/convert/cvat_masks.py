@@ -20,6 +20,9 @@ import cv2
 import numpy as np
 
 from datamodules.data_check import DataReport
+from datamodules.errors import DataError
+from datamodules.images import decode, read_bytes
+from datamodules.paths import inside
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Region
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
@@ -83,17 +86,21 @@ def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
     records = []
     for stem, subset in stems(src):
         record = f"image {stem}" + (f" ({subset})" if subset else "")
-        mask_file = src / "SegmentationClass" / f"{stem}.png"
-        image = next((p for s in IMAGE_SUFFIXES if (p := src / "JPEGImages" / f"{stem}{s}").is_file()), None)
+        mask_file = inside(src, src / "SegmentationClass" / f"{stem}.png", follow_links=True)
+        if mask_file is None:  # a listed name that leads out of the export
+            problems.add(src / "ImageSets", record, "name", "a name inside the export folder; the image is left out")
+            continue
+        image = next((p for s in IMAGE_SUFFIXES
+                      if (p := inside(src, src / "JPEGImages" / f"{stem}{s}", follow_links=True)) and p.is_file()), None)
         if image is None:
             problems.add(src / "JPEGImages", record, "image", f"an image named {stem}.* (export the task with "
                          "'Save images' on); the image is left out")
             continue
-        pixels = cv2.imread(str(mask_file), cv2.IMREAD_COLOR) if mask_file.is_file() else None
-        if pixels is None:
-            problems.add(mask_file, record, "mask", "a readable PNG mask; the image is left out")
+        try:  # the mask's header checked against the pixel limit before decoding
+            mask = cv2.cvtColor(decode(read_bytes(str(mask_file)), cv2.IMREAD_COLOR, str(mask_file)), cv2.COLOR_BGR2RGB)
+        except DataError as err:
+            problems.add(mask_file, record, "mask", f"a readable PNG mask ({err}); the image is left out")
             continue
-        mask = cv2.cvtColor(pixels, cv2.COLOR_BGR2RGB)
         entry = ImageRecord(mask_file, image.name, image=image, size=(mask.shape[1], mask.shape[0]), record=record)
         entry.regions = regions_of(mask, colours, mask_file, record, problems)
         records.append(entry)

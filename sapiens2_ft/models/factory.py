@@ -42,7 +42,7 @@ def from_pretrained_checked(cls, path: str, backbone_only: bool = False, **kwarg
     """``cls.from_pretrained`` that refuses weights with missing, unexpected or misshaped tensors
     (transformers would initialise missing ones at random with only a warning). ``backbone_only``: a
     pretrain-only checkpoint, whose task head is expected to be new."""
-    model, info = cls.from_pretrained(path, output_loading_info=True, **kwargs)
+    model, info = cls.from_pretrained(path, output_loading_info=True, trust_remote_code=False, **kwargs)
     missing = sorted(info.get("missing_keys") or [])
     if backbone_only:
         missing = [k for k in missing if k.startswith("model.")]
@@ -225,7 +225,7 @@ def build_model(target: ModelTarget, source: ModelSource = ModelSource()) -> tup
         return model_class(config), LoadReport(f"size preset '{size}'", backbone="random", head="random")
 
     path = resolve_pretrained(source.pretrained)
-    config = Sapiens2Config.from_pretrained(path)
+    config = Sapiens2Config.from_pretrained(path, trust_remote_code=False)
     architecture = (config.architectures or ["Sapiens2Model"])[0]
     report = LoadReport(source.pretrained, backbone="pretrained", head="pretrained")
 
@@ -246,6 +246,8 @@ def build_model(target: ModelTarget, source: ModelSource = ModelSource()) -> tup
         model = from_pretrained_checked(model_class, path, backbone_only=True, config=config,
                                         attn_implementation=attn_implementation)
     else:  # another task's checkpoint: keep its backbone only
+        if not architecture.startswith("Sapiens2For"):  # the name comes from the directory's config.json
+            raise ValueError(f"model.pretrained: {pretrained} holds a {architecture}, not a Sapiens2 model")
         other = from_pretrained_checked(getattr(__import__("transformers"), architecture), path)
         model = model_class(config)
         model.model.load_state_dict(other.model.state_dict())

@@ -25,7 +25,8 @@ A video (``--input clip.mp4``, or a folder of frames with ``--video``) gives ``O
 at the input's frame rate, and ``OUT/clip.json``: per frame, the people with their track ids, boxes and keypoints.
 
 Images are keyed by their path relative to ``--input``: ``NAME`` keeps the subfolders (``OUT/sub/NAME.png``)
-and so does ``file_name`` in ``images.json``. Unreadable images are skipped with a warning and counted.
+and so does ``file_name`` in ``images.json``. Unreadable images, and those of more than ``--max_pixels`` pixels (read
+from the file's header, before decoding), are skipped with a warning and named in the closing summary.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ from pathlib import Path
 
 import torch
 
+from datamodules.images import MAX_PIXELS, MAX_PIXELS_ENV
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR
 from sapiens2_ft.predict.boxes import (FileBoxes, add_box_arguments, box_argument_problems, box_source, read_boxes,
                                        whole_image)
-from sapiens2_ft.predict.inputs import list_images
+from sapiens2_ft.predict.inputs import check_out, list_images
 from sapiens2_ft.predict.loading import load_inference, model_problem
 from sapiens2_ft.predict.run import Model, predict_images
 from sapiens2_ft.predict.video import Frames, is_video, predict_video
@@ -80,6 +82,9 @@ def parser() -> argparse.ArgumentParser:
                         "installed onnxruntime has them, else the CPU")
     p.add_argument("--compile", action="store_true", help="torch.compile each model before its first batch")
     p.add_argument("--compile_backend", default="inductor", help="--compile: the torch.compile backend")
+    p.add_argument("--max_pixels", type=int, default=None,
+                   help=f"skip images of more pixels than this (default {MAX_PIXELS:,}, or {MAX_PIXELS_ENV}); "
+                        "the size is read from the file's header before decoding")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     return p
 
@@ -88,6 +93,10 @@ def argument_problems(args) -> Problems:
     """Every problem of the arguments seen before a model is loaded, each naming its argument."""
     problems = Problems(filter(None, [model_problem(m) for m in args.model]))
     source = Path(args.input)
+    try:
+        check_out(Path(args.out), source)
+    except SystemExit as err:
+        problems.append(str(err.code))
     if problems.check(source.exists(), f"--input: '{args.input}' does not exist (an image, a folder of images or a "
                                        f"video file)"):
         problems.check(not args.video or source.is_dir(), f"--video: --input must be a folder of frames, "
@@ -104,6 +113,8 @@ def argument_problems(args) -> Problems:
     problems.check(args.focal is None or args.focal > 0,
                    f"--focal: the focal length in pixels must be > 0, got {args.focal}")
     problems.check(args.fps is None or args.fps > 0, f"--fps: frames per second must be > 0, got {args.fps}")
+    problems.check(args.max_pixels is None or args.max_pixels > 0,
+                   f"--max_pixels: give the largest number of pixels an image may have, got {args.max_pixels}")
     problems.check(args.batch_size >= 1, f"--batch_size: give at least 1 image per forward pass, got {args.batch_size}")
     problems.check(args.workers >= 0, f"--workers: give 0 or more decoding threads, got {args.workers}")
     problems.check(args.backend != "onnxruntime" or not (args.compile or args.precision == "bf16"),
@@ -168,12 +179,13 @@ def main(argv: list[str] | None = None) -> Path:
             print(f"{frames.path.name}: {clip} ({frames.fps:g} frames/s) and per-frame results in {records}")
             return out
         counts, skipped = predict_images(models, images, args.batch_size, source, ids, mask_model,
-                                         out / "sheets" if several else None, args.workers)
-    read = len(images) - skipped
+                                         out / "sheets" if several else None, args.workers, args.max_pixels)
+    read = len(images) - len(skipped)
     done = "; ".join(m.inference.writer(m.out).summary(counts[m.task], read) for m in models)
     if several:
         done += f"; sheets in {out / 'sheets'}"
-    print(f"{done}; {skipped} unreadable images skipped")
-    if skipped == len(images):
+    names = ", ".join(skipped[:10]) + (f" and {len(skipped) - 10} more" if len(skipped) > 10 else "")
+    print(f"{done}; {len(skipped)} images skipped (unreadable or too large){': ' + names if skipped else ''}")
+    if len(skipped) == len(images):
         raise SystemExit(f"--input: none of the {len(images)} images could be read")
     return out

@@ -51,10 +51,13 @@ def load_inference(model: str, out: Path, keypoints: str | None = None, device: 
     if exported_here:
         from sapiens2_ft.training.hf_export import export_checkpoint  # the training stack: checkpoints only
 
-        path = export_checkpoint(path, out / "model")
+        try:
+            path = export_checkpoint(path, out / "model")
+        except ValueError as err:  # a refused checkpoint (CheckpointError) or output folder (ExportFolderError)
+            raise SystemExit(f"--model: {err}") from None
         print(f"exported checkpoint {model} -> {path}")
     directory = resolve_model(str(path))
-    config = Sapiens2Config.from_pretrained(directory)
+    config = Sapiens2Config.from_pretrained(directory, trust_remote_code=False)
     try:  # the label set (pose: the export's keypoints.yaml, a released model's built-in set, or --keypoints)
         inference = load_saved(directory, keypoints, config)
     except SavedModelError as err:

@@ -47,7 +47,7 @@ def load_inference(directory: str | Path, labels=None, config=None) -> TaskInfer
     from transformers import Sapiens2Config
 
     directory = Path(directory)
-    config = config if config is not None else Sapiens2Config.from_pretrained(directory)
+    config = config if config is not None else Sapiens2Config.from_pretrained(directory, trust_remote_code=False)
     cls = inference_class_of(config)
     inference = cls(exported_input_size(directory, config), **cls.options_from_model(directory, config, labels))
     inference.model, inference.load_report = inference.build(pretrained=str(directory))

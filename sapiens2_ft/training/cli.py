@@ -33,7 +33,8 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.plugins.environments import ClusterEnvironment, SLURMEnvironment
 
-from sapiens2_ft.compat import cli_value, experiment_started
+from datamodules.errors import DataError
+from sapiens2_ft.compat import cli_value, experiment_started, only_imports_under
 from sapiens2_ft.models.adapters import FROZEN_DTYPES, frozen_storage
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
 from sapiens2_ft.resources import config_dir, format_config_list
@@ -55,12 +56,13 @@ from sapiens2_ft.training.callbacks.throughput import Throughput
 from sapiens2_ft.training.callbacks.validate_first import ValidateFirst
 from sapiens2_ft.training.checkpoint_io import (AtomicCheckpointIO, CheckpointSaveError,
                                                 agree_on_failed_saves)
-from sapiens2_ft.training.config_safety import check_class_paths
+from sapiens2_ft.training.config_safety import (check_parsed_recipe, check_recipe_files, import_roots,
+                                                load_recipe)
 from sapiens2_ft.training.hf_export import export_checkpoint
 from sapiens2_ft.training.hub import HubConfig, HubError, hub_problems, push_export
 from sapiens2_ft.training.results_page import write_results_png
 from sapiens2_ft.training.run_facts import run_facts
-from sapiens2_ft.training.run_dir import (LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, default_run_dir,
+from sapiens2_ft.training.run_dir import (LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, claim, default_run_dir,
                                           resolve_resume, run_name)
 from sapiens2_ft.training.tracking import TrackingConfig, build_loggers, git_commit, new_run_id
 
@@ -95,8 +97,7 @@ def task_of(argv: list[str]) -> str:
         config = argv[i + 1] if arg == "--config" and i + 1 < len(argv) else (
             arg.split("=", 1)[1] if arg.startswith("--config=") else None)
         if config is not None:
-            with open(config) as f:
-                task = (yaml.safe_load(f) or {}).get("task", task)
+            task = load_recipe(config).get("task", task)
         elif arg == "--task" and i + 1 < len(argv):
             task = argv[i + 1]
         elif arg.startswith("--task="):
@@ -172,7 +173,10 @@ class Sapiens2CLI(LightningCLI):
     def __init__(self, task: str, **kwargs):
         self.task = task_spec(task)
         self.resume: CheckpointInfo | None = None
-        super().__init__(import_class(self.task.module), import_class(self.task.datamodule), **kwargs)
+        args = kwargs.get("args")
+        check_recipe_files(list(sys.argv[1:] if args is None else args))  # before the parser imports what they name
+        with only_imports_under(import_roots()):
+            super().__init__(import_class(self.task.module), import_class(self.task.datamodule), **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_argument("--task", default=DEFAULT_TASK, help=f"Task: {', '.join(TASKS)}")
@@ -205,7 +209,7 @@ class Sapiens2CLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self.config
-        check_class_paths(config.as_dict())
+        check_parsed_recipe(config.as_dict())
         check_config(config, self.model_class)
         name = run_name(config.get("config") or [])
         resumed = resolve_resume(config.resume, config.run_dir, name) if config.resume else None
@@ -224,7 +228,7 @@ class Sapiens2CLI(LightningCLI):
         self.run_dir = Path(config.run_dir)
         if self.resume is None:
             check_fresh(self.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        claim(self.run_dir)
         trainer = config.trainer
         trainer.default_root_dir = str(self.run_dir)
         if trainer.precision is None:
@@ -336,6 +340,9 @@ def _main(argv: list[str] | None) -> dict:
     except CheckpointSaveError as err:  # the message says it all (path, size, free space); every rank stops
         close_dashboards(trainer, exit_code=1)
         raise SystemExit(str(err)) from None
+    except DataError as err:  # names the file, the record and the field
+        close_dashboards(trainer, exit_code=1)
+        raise SystemExit(f"data: {err}") from None
     except Preempted as stop:  # last.ckpt is written; requeue (SLURM) and exit with a status that asks for a rerun
         close_dashboards(trainer)
         preemption = cli.config.preemption
@@ -371,7 +378,7 @@ def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool, hub=Non
     results = write_results_png(run_dir, monitor)
     refused = None
     if export and summary["best_checkpoint"]:
-        summary["export"] = str(export_checkpoint(summary["best_checkpoint"], run_dir / "export"))
+        summary["export"] = str(export_checkpoint(summary["best_checkpoint"], run_dir / "export", overwrite=True))
         if hub is not None and hub.push_to_hub:
             try:
                 summary["hub"] = push_export(summary["export"], hub.push_to_hub, hub.private)

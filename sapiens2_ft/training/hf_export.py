@@ -12,6 +12,8 @@ NormalEstimation, PointmapEstimation, ImageMatting}.from_pretrained(DIR)`` and h
 - ``keypoints.yaml`` (pose): the keypoint set (names, OKS sigmas, skeleton), usable as ``data.keypoints``;
 - ``README.md``: the model card (``training/model_card.py``), with ``LICENSE-sapiens2.md`` and the run's
   ``predictions.png`` beside it.
+- ``export_manifest.json``: the files the export wrote (``export_dir.py``: a folder holding other files is refused
+  without ``overwrite``, and only these files are uploaded).
 
 A checkpoint is a ``.ckpt`` file or an FSDP2 distributed checkpoint directory (consolidated here, in one
 process, reading only the model's tensors).
@@ -29,6 +31,7 @@ from sapiens2_ft.models.checkpoints import load_model
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
 from sapiens2_ft.tasks.registry import TASK_KEY, model_class, task_spec
 from sapiens2_ft.tasks.saved_model import PREPROCESSOR_FILE
+from sapiens2_ft.training.export_dir import check_folder, recording, remove_earlier_export
 from sapiens2_ft.training.hub import push_export
 from sapiens2_ft.training.model_card import write_card
 
@@ -55,21 +58,25 @@ def preprocessor_config(task: str, image_size, heatmap_sigma: float | None = Non
 
 
 def export_checkpoint(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None,
-                      private: bool = False) -> Path:
+                      private: bool = False, overwrite: bool = False) -> Path:
     """Write the Hugging Face directory of ``checkpoint`` to ``out``, with its model card; optionally upload it to
-    the Hub repository ``push_to_hub`` (``private``: a new repository is private; ``hub.HubError`` when refused)."""
+    the Hub repository ``push_to_hub`` (``private``: a new repository is private; ``hub.HubError`` when refused).
+    A folder holding files no export wrote is refused unless ``overwrite`` (``export_dir.py``)."""
     out = Path(out)
+    check_folder(out, overwrite)
     model, info = load_model(checkpoint, model_class)
     model.config.architectures = [type(model).__name__]
     setattr(model.config, TASK_KEY, info.task)  # tasks may share a class: predict and evaluate read the task here
-    model.save_pretrained(out, safe_serialization=True)
-    with open(out / PREPROCESSOR_FILE, "w") as f:
-        sigma = info.hyper_parameters.get("sigma")
-        json.dump(preprocessor_config(info.task, model.config.image_size, sigma), f, indent=2)
-    if info.keypoints is not None:
-        with open(out / SET_FILE, "w") as f:
-            yaml.safe_dump(info.keypoints, f, sort_keys=False)
-    write_card(out, info)
+    remove_earlier_export(out)
+    with recording(out):
+        model.save_pretrained(out, safe_serialization=True)
+        with open(out / PREPROCESSOR_FILE, "w") as f:
+            sigma = info.hyper_parameters.get("sigma")
+            json.dump(preprocessor_config(info.task, model.config.image_size, sigma), f, indent=2)
+        if info.keypoints is not None:
+            with open(out / SET_FILE, "w") as f:
+                yaml.safe_dump(info.keypoints, f, sort_keys=False)
+        write_card(out, info)
     if push_to_hub:
         push_export(out, push_to_hub, private)
     return out

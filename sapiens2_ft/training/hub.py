@@ -7,12 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sapiens2_ft.training.export_dir import export_files
 from sapiens2_ft.training.model_card import CARD_FILE, card_for_repo
 
-# What an export writes (training/hf_export.py, training/onnx_export.py, training/model_card.py): only these go up.
-EXPORT_FILES = ("config.json", "model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json",
-                "preprocessor_config.json", "keypoints.yaml", CARD_FILE, "LICENSE-sapiens2.md", "predictions.png",
-                "model.onnx", "model.onnx.data", "onnx_config.json")
 LOGIN_HINT = "run `hf auth login` (or set HF_TOKEN) with a token that has write access"
 
 
@@ -33,11 +30,6 @@ class HubConfig:
 
 class HubError(RuntimeError):
     """The Hub refused or could not be reached; the message is one line that says what to do."""
-
-
-def export_files(directory: Path) -> list[Path]:
-    """The export's own files in ``directory`` (``EXPORT_FILES``), nothing else that lies there."""
-    return sorted({p for pattern in EXPORT_FILES for p in Path(directory).glob(pattern) if p.is_file()})
 
 
 def hub_problems(repo_id: str | None, key: str = "hub.push_to_hub") -> list[str]:
@@ -67,11 +59,10 @@ def push_export(directory: str | Path, repo_id: str, private: bool = False) -> s
     problems = hub_problems(repo_id, "--push_to_hub")
     if problems:
         raise HubError(problems[0])
-    files = export_files(directory)
     if not (directory / "config.json").is_file():
         raise HubError(f"--push_to_hub: {directory} is not an exported model directory (no config.json)")
-    operations = [CommitOperationAdd(path_in_repo=f.name, path_or_fileobj=str(f)) for f in files
-                  if f.name != CARD_FILE]
+    operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(directory / name))
+                  for name in export_files(directory) if name != CARD_FILE]  # the export's own, nothing else
     card = card_for_repo(directory, repo_id)
     if card is not None:
         operations.append(CommitOperationAdd(path_in_repo=CARD_FILE, path_or_fileobj=card.encode()))

@@ -29,7 +29,8 @@ def test_predict_names_every_bad_argument_at_once(tmp_path):
 
 
 def test_one_problem_is_its_own_line(tmp_path):
-    assert message(predict.main, ["--model", str(tmp_path / "m"), "--input", str(tmp_path), "--out",
+    (tmp_path / "images").mkdir()
+    assert message(predict.main, ["--model", str(tmp_path / "m"), "--input", str(tmp_path / "images"), "--out",
                                   str(tmp_path / "o")]) == (f"--model: '{tmp_path / 'm'}' does not exist (expected an "
                                                             f"exported directory, a .ckpt, a distributed checkpoint "
                                                             f"directory or a hub id 'user/name')")

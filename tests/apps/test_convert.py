@@ -216,17 +216,21 @@ def test_labelme_bad_records_name_the_file_and_shape(tmp_path, capsys):
 
 # ---- CVAT -----------------------------------------------------------------------------------------------------
 
-def cvat_rle(mask: np.ndarray) -> str:
-    """Run lengths over the mask's rows, background first (CVAT's mask ``rle``)."""
-    flat, counts, current, run = mask.reshape(-1), [], False, 0
+def run_lengths(flat: np.ndarray) -> list[int]:
+    """Lengths of the runs of equal values along ``flat``, background (False) first."""
+    counts, current, run = [], False, 0
     for value in flat:
         if value == current:
             run += 1
         else:
             counts.append(run)
             current, run = value, 1
-    counts.append(run)
-    return ", ".join(str(c) for c in counts)
+    return counts + [run]
+
+
+def cvat_rle(mask: np.ndarray) -> str:
+    """Run lengths over the mask's rows, background first (CVAT's mask ``rle``)."""
+    return ", ".join(str(c) for c in run_lengths(mask.reshape(-1)))
 
 
 def write_cvat_xml(src: Path, scenes: list[Scene]) -> None:
@@ -379,14 +383,7 @@ def test_cvat_segmentation_masks_give_the_labels_they_were_painted_from(tmp_path
 
 def column_rle(mask: np.ndarray) -> list[int]:
     """COCO's uncompressed RLE: run lengths over the mask in column-major order, background first."""
-    flat, counts, current, run = mask.T.reshape(-1), [], False, 0
-    for value in flat:
-        if value == current:
-            run += 1
-        else:
-            counts.append(run)
-            current, run = value, 1
-    return counts + [run]
+    return run_lengths(mask.T.reshape(-1))
 
 
 def test_cvat_coco_instances_polygons_and_rle_masks_give_the_same_labels(tmp_path):

@@ -180,7 +180,8 @@ def test_predict_skips_unreadable_images(pose_run, tiny_coco, tmp_path, capsys):
     out = predict.main(["--model", model, "--input", str(images), "--out", str(tmp_path / "out"), "--whole_image"])
     captured = capsys.readouterr()
     assert "bad.jpg" in captured.err and "truncated.jpg" in captured.err
-    assert captured.out.strip().splitlines()[-1].endswith("; 2 unreadable images skipped")
+    assert captured.out.strip().splitlines()[-1].endswith("; 2 images skipped (unreadable or too large): bad.jpg, "
+                                                          "truncated.jpg")
     assert [im["file_name"] for im in json.loads((out / "images.json").read_text())["images"]] == ["good.jpg"]
     assert len(json.loads((out / "keypoints.json").read_text())) == 1
     with pytest.raises(SystemExit) as err:  # nothing readable: a non-zero exit
@@ -204,7 +205,8 @@ def test_predict_dense_keys_outputs_by_relative_path_and_skips_unreadable(seg_ch
     assert not (out / "a" / "broken.png").exists()
     captured = capsys.readouterr()
     assert "broken.png" in captured.err
-    assert captured.out.strip().splitlines()[-1] == f"seg maps of 2 images -> {out}; 1 unreadable images skipped"
+    assert captured.out.strip().splitlines()[-1] == (f"seg maps of 2 images -> {out}; 1 images skipped (unreadable or "
+                                                     "too large): a/broken.png")
 
 
 def test_predict_names_the_model_flag_for_a_missing_model(tiny_coco, tmp_path, monkeypatch):

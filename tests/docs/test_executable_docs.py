@@ -125,7 +125,7 @@ def test_the_readme_and_the_docs_main_pages_run_as_written(in_world):
     evaluated = json.loads((in_world / "eval" / "mine" / "metrics.json").read_text())
     for name in ("loss", "AP", "AP_body", "AP_feet"):  # evaluate with the run's config.yaml: its own validation
         assert evaluated["metrics"][name] == pytest.approx(summary["metrics"][name], rel=1e-5, abs=1e-7), name
-    assert json.loads((mine / "export" / "config.json").read_text())["num_labels"] == 21
+    assert len(json.loads((mine / "export" / "config.json").read_text())["id2label"]) == 21
     assert (in_world / "predictions" / "keypoints.json").is_file() and (in_world / "data_check.png").is_file()
     assert len(list((in_world / "data" / "my_parts" / "train" / "labels").glob("*.png"))) == 8
     for out in ("out/pose", "out/coco", "out/seg", "out/normal", "out/pointmap", "out/matting"):

@@ -72,8 +72,9 @@ def albedo_task(tmp_path, monkeypatch) -> Path:
     spec = registry._dense(
         "albedo", "Albedo", "Sapiens2ForNormalEstimation", ("val/mae", "min"),
         outputs=("albedo",), heads=heads.PIXEL_SHUFFLE_HEADS, draw_sample=albedo_draw.draw_sample,
+        auto_class="AutoModelForNormalEstimation", predicts="a grey reflectance in [0, 1] for every pixel",
         decode="normals (B, 1, h, w): the sigmoid = albedo in [0, 1]; resize to the input size and undo the "
-               "letterbox.", auto_class="AutoModelForNormalEstimation", predicts="a grey reflectance for every pixel",
+               "letterbox.",
         processor={"do_pad": True})  # letterboxed as in training
     monkeypatch.setitem(TASKS, "albedo", spec)
     # 4. A config: configs/albedo_demo.yaml.

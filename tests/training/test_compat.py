@@ -180,3 +180,20 @@ def test_sync_preparation_runs_before_the_gather():
     assert gathered == [(0, 2)]  # the placeholder of before_sync, not torchmetrics' 1-D padding
     metric.unsync()
     assert metric.rows == []  # the local (empty) state is back
+
+
+def test_only_imports_under():
+    import json
+    import math
+    from argparse import ArgumentError
+    from typing import Callable
+
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--fn", type=Callable)
+    with compat.only_imports_under(["json"]):
+        assert parser.parse_args(["--fn", "json.dumps"]).fn is json.dumps
+        with pytest.raises(ArgumentError, match="Importing 'math.sqrt' is not allowed"):
+            parser.parse_args(["--fn", "math.sqrt"])
+    assert parser.parse_args(["--fn", "math.sqrt"]).fn is math.sqrt  # the policy ends with the block

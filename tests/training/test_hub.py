@@ -17,7 +17,8 @@ from huggingface_hub.errors import HfHubHTTPError, Response
 
 from sapiens2_ft import export
 from sapiens2_ft.training.cli import finish_run
-from sapiens2_ft.training.hub import HubConfig, export_files
+from sapiens2_ft.training.export_dir import export_files
+from sapiens2_ft.training.hub import HubConfig
 from sapiens2_ft.training.model_card import CARD_FILE, split_card
 
 REPO = "someone/pose-demo"
@@ -65,7 +66,7 @@ def test_export_pushes_its_own_files_in_one_commit_to_a_private_repo(exported, p
     assert hub.repos == [{"repo_id": REPO, "repo_type": "model", "private": True, "exist_ok": True}]
     assert len(hub.commits) == 1 and hub.commits[0]["repo_id"] == REPO and hub.commits[0]["repo_type"] == "model"
     sent = set(hub.commits[0]["files"])
-    assert sent == {p.name for p in export_files(exported)} == {
+    assert sent == set(export_files(exported)) == {
         "config.json", "model.safetensors", "preprocessor_config.json", "keypoints.yaml", CARD_FILE,
         "LICENSE-sapiens2.md", "predictions.png"}  # not notes.txt
     assert hub.sent("model.safetensors") == (exported / "model.safetensors").read_bytes()
@@ -84,7 +85,7 @@ def test_public_unless_asked_and_the_run_pushes_its_export_at_the_end(pose_run, 
     hub = FakeHub(monkeypatch)
     finish_run(run, summary, "val/AP", export=True, hub=HubConfig(push_to_hub=REPO))
     assert hub.repos[0]["private"] is None  # the Hub's default (public, or the organisation's setting)
-    assert set(hub.commits[0]["files"]) == {p.name for p in export_files(run / "export")}
+    assert set(hub.commits[0]["files"]) == set(export_files(run / "export"))
     saved = json.loads((run / "summary.json").read_text())
     assert saved["hub"] == f"https://huggingface.co/{REPO}" and "uploaded to the Hugging Face Hub" in capsys.readouterr().out
 

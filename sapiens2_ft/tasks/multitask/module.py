@@ -33,7 +33,6 @@ from sapiens2_ft.tasks.matting.module import MattingModule
 from sapiens2_ft.tasks.multitask.model import MultiTaskModel
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pointmap.module import PointmapModule
-from sapiens2_ft.tasks.pose.metric import CocoKeypointAP
 from sapiens2_ft.tasks.pose.module import PoseModule
 from sapiens2_ft.tasks.seg.module import SegmentationModule
 
@@ -201,7 +200,7 @@ class MultiTaskModule(TaskModule):
     def on_validation_epoch_start(self) -> None:
         pose = self.task_modules["pose"]
         if pose.val_metrics is None:
-            pose.val_metrics = CocoKeypointAP(self.trainer.datamodule.val_annotation_file, pose.metainfo.sigmas)
+            pose.val_metrics = pose.ap_metric(self.trainer.datamodule.val_annotation_file)
         for name in ("pose", *PRETRAINING_DENSE_TASKS):
             self.task_modules[name].val_metrics.to(self.device).reset()
 

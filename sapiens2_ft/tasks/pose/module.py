@@ -88,11 +88,14 @@ class PoseModule(TaskModule):
 
     def on_validation_epoch_start(self) -> None:
         if self.val_metrics is None:
-            ann_file = self.trainer.datamodule.val_annotation_file
-            # Sets with groups (coco_wholebody, sapiens2_308) also log val/AP_<group>.
-            self.val_metrics = CocoKeypointAP(ann_file, self.metainfo.sigmas, groups=self.metainfo.group_ids,
-                                              keypoint_names=self.metainfo.keypoint_names).to(self.device)
+            self.val_metrics = self.ap_metric(self.trainer.datamodule.val_annotation_file).to(self.device)
         super().on_validation_epoch_start()
+
+    def ap_metric(self, ann_file) -> CocoKeypointAP:
+        """COCO AP of this set against ``ann_file``: its keypoints taken by name; sets with groups
+        (coco_wholebody, sapiens2_308, coco17_feet) also give AP_<group>."""
+        return CocoKeypointAP(ann_file, self.metainfo.sigmas, groups=self.metainfo.group_ids,
+                              keypoint_names=self.metainfo.keypoint_names)
 
     def update_metrics(self, outputs: PoseOutputs, batch: PoseBatch) -> None:
         """Keypoints back to image pixels (the inverse crop affine), scored against the annotation file."""
