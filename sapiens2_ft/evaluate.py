@@ -31,6 +31,7 @@ from sapiens2_ft.problems import Problems
 from sapiens2_ft.tasks.registry import task_of_config
 from sapiens2_ft.tasks.saved_model import exported_input_size
 from sapiens2_ft.training.callbacks.diagnostics import write_diagnostics
+from sapiens2_ft.training.config_safety import check_recipe_files
 from sapiens2_ft.training.cli import resolve_config_args, task_of
 from sapiens2_ft.training.model_card import dataset_entry, refresh_results
 from sapiens2_ft.training.run_dir import run_name
@@ -99,6 +100,7 @@ def checked_arguments(args, rest: list[str]) -> list[str]:
                    "--config: give the recipe whose data and metric to evaluate with")
     try:
         rest = resolve_config_args(rest)
+        check_recipe_files(rest)  # a recipe naming code it may not run: refused before anything is imported
     except SystemExit as err:
         problems.append(str(err.code))
     problems.check(not (args.boxes and args.detector), "give one of --boxes and --detector")
