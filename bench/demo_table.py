@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from sapiens2_ft.tasks.registry import TASKS  # noqa: E402  (the path above first)
 
 DEMOS = ("pose", "seg", "normal", "pointmap", "matting")
-NEW_HEAD = ["--model.pretraining_head", "false", "--model.optim.lr", "2.0e-3"]
+NEW_HEAD = ["--model.pretraining_head", "false", "--model.optim.lr", "2.0e-3", "--model.freeze", "none"]
 # Shown beside each demo's monitored metric (the registry's), as the README's table does.
 EXTRA = {"pose": ("AP50", "AR", "AP_body", "AP_feet"), "seg": ("aAcc",), "normal": (),
          "pointmap": ("l2_predicted_focal",), "matting": ("mse",)}
