@@ -357,15 +357,15 @@ def test_a_map_of_an_unknown_kind_is_an_error_not_left_unwarped():
     from datamodules.dense.geometry import WARPED_MAPS, scale_offset_matrix, warp_sample
 
     rng = np.random.default_rng(0)
-    sample = {"image": rng.integers(0, 256, (20, 16, 3), dtype=np.uint8), "albedo": rng.random((20, 16, 3)),
+    sample = {"image": rng.integers(0, 256, (20, 16, 3), dtype=np.uint8), "shading": rng.random((20, 16, 3)),
               "K": np.eye(3), "meta": np.arange(4)}
-    with pytest.raises(ValueError, match=r"'albedo' \(20, 16, 3\).*" + ", ".join(WARPED_MAPS)):
+    with pytest.raises(ValueError, match=r"'shading' \(20, 16, 3\).*" + ", ".join(WARPED_MAPS)):
         warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8))
     # Its task's target spec declares its warp (TargetSpec.maps): then it moves with the image.
-    declared = warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"albedo": "linear"})
-    assert declared["albedo"].shape == (10, 8, 3)
-    with pytest.raises(ValueError, match=r"unknown warps \{'albedo': 'cubic'\}"):
-        warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"albedo": "cubic"})
-    del sample["albedo"]
+    declared = warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"shading": "linear"})
+    assert declared["shading"].shape == (10, 8, 3)
+    with pytest.raises(ValueError, match=r"unknown warps \{'shading': 'cubic'\}"):
+        warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"shading": "cubic"})
+    del sample["shading"]
     out = warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8))
     assert out["image"].shape == (10, 8, 3) and out["meta"] is sample["meta"]
