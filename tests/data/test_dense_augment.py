@@ -298,6 +298,12 @@ def test_filter_checks_follow_upstream_thresholds():
     assert f.reason(_filter_item(mask=mask, pointmap=pointmap))[0] == "min_depth"
     pointmap[2, 50, 50] = 0.041
     assert f.reason(_filter_item(mask=mask, pointmap=pointmap)) is None
+    albedo = np.full((3, 100, 100), 0.5, np.float32)
+    albedo[0, ~mask] = 0.0  # off the mask: not counted
+    albedo[1, 50:55, :] += 0.06  # std 0.013 in one channel, the others flat: one flat colour, left out
+    assert f.reason(_filter_item(mask=mask, albedo=albedo))[0] == "min_albedo_std"
+    albedo[2, 50:, :] = 0.45  # std 0.025
+    assert f.reason(_filter_item(mask=mask, albedo=albedo)) is None
     assert DenseFilter(max_coverage=1.0, min_valid_pixels=0).reason(_filter_item(mask=np.ones((4, 4), bool))) is None
     with pytest.raises(ValueError, match="data.filter: max_coverage"):
         DenseFilter(max_coverage=1.5)
