@@ -72,13 +72,38 @@ def _sample_figures(rng, K, height, width) -> tuple:
     return figures, [outfits[i] for i in kept]
 
 
-def render_sample(seed: int, index: int, height: int = 256, width: int = 192) -> Sample:
-    """Render image ``index`` of the dataset with ``seed``; deterministic in (seed, index)."""
+@dataclass
+class Scene:
+    """What one image is drawn from: camera, background, placed figures with their outfits, and the light."""
+
+    K: np.ndarray  # 3x3 intrinsics
+    background: np.ndarray  # HxWx3 float RGB in [0, 1]
+    figures: list  # camera-frame Figures
+    outfits: list  # one Outfit per figure
+    light: np.ndarray  # unit direction towards the light (camera frame)
+    ambient: float
+
+
+def sample_scene(seed: int, index: int, height: int = 256, width: int = 192) -> Scene:
+    """The scene of image ``index`` of the dataset with ``seed``: every random draw of an image, in order."""
     rng = np.random.default_rng([seed, index])
     K = sample_intrinsics(rng, height, width)
     background = random_background(rng, height, width)
     figures, outfits = _sample_figures(rng, K, height, width)
     light, ambient = _sample_light(rng)
+    return Scene(K, background, figures, outfits, light, ambient)
+
+
+def render_sample(seed: int, index: int, height: int = 256, width: int = 192) -> Sample:
+    """Render image ``index`` of the dataset with ``seed``; deterministic in (seed, index)."""
+    return render_scene(sample_scene(seed, index, height, width))
+
+
+def render_scene(scene: Scene) -> Sample:
+    """Draw a scene with every dense target (deterministic: the scene holds all its randomness)."""
+    K, background, figures, outfits, light, ambient = (scene.K, scene.background, scene.figures, scene.outfits,
+                                                       scene.light, scene.ambient)
+    height, width = background.shape[:2]
 
     # Visibility: one z-buffer over the primitives of all figures.
     prims = Primitives.concat([f.primitives for f in figures])
