@@ -12,7 +12,7 @@ to ``OUT/model`` first). The task comes from the model's config.
 - dense tasks: the whole image resized to the model's input size as in validation (stretched for seg,
   letterboxed otherwise); the outputs are mapped back to the image's pixels and written as in validation
   (``NAME.png`` class ids + ``NAME_overlay.png``; ``NAME.npy`` + ``NAME_normal.png`` / ``NAME_depth.png``;
-  ``NAME_alpha.png`` + ``NAME_composite.png``).
+  ``NAME_alpha.png`` + ``NAME_composite.png``; ``NAME.npy`` + ``NAME_albedo.png``).
   ``--focal FX`` (pointmap): the camera's fx in the images' pixels; the metric points use it instead of the focal
   the scale branch guesses.
 
