@@ -3,26 +3,30 @@ the jitter of a still figure, and what it costs on a figure moving at constant s
 lag); and what ``--smooth_maps`` does to the normals' flicker.
 
 Each clip is the main figure of a synthetic scene (``datamodules/synthetic/clip.py``, 256x384): still, or moving
-sideways at each of ``--speeds`` person heights per second (a walk across the image is about 0.8). Every frame gets fresh pixel noise (``--noise``, on 0-255) and
-a person box jittered like a detector's (the true box, its centre and size moved by ``--box_jitter`` of its size,
-Gaussian). The pose model runs once per clip (``sapiens2_ft.predict.pose.estimate``, flip test, as predict); the
-filters then run on its keypoints as ``predict --smooth`` runs them (``KeypointSmoother``). Measured, in pixels,
-on the keypoints visible in every frame that the model finds (its median error over the clip under 10% of the
-figure's height: a keypoint mistaken for another, such as a left knee for the right, is an error no filter mends):
+sideways at each of ``--speeds`` person heights per second (a walk across the image is about 0.8). Every frame gets
+fresh pixel noise (``--noise``, on 0-255) and a person box jittered like a detector's (the true box, its centre and
+size moved by ``--box_jitter`` of its size, Gaussian). The pose model runs once per clip
+(``sapiens2_ft.predict.pose.estimate``, flip test, as predict); the filters then run on its keypoints as
+``predict --smooth`` runs them (``KeypointSmoother``). Measured, in pixels, on the keypoints visible in every frame
+that the model finds (its median error over the clip under 10% of the figure's height: a keypoint mistaken for
+another, such as a left knee for the right, is an error no filter mends):
 
 - jitter: the mean |x[t+1] - 2 x[t] + x[t-1]| (still clip: the truth's is 0; moving: constant speed, also 0);
 - error: the mean distance to the true keypoint;
-- lag: the mean of (truth - estimate) along the motion, in frames, over the second half of the moving clip (the
-  filter starts on the first frame, so its lag builds up), in ms at ``--fps``.
+- lag: how far the filtered keypoints trail the unfiltered ones along the motion, in frames (ms at ``--fps``): the
+  mean of (truth - estimate) along the motion over the second half of the moving clip (the filter starts on the
+  first frame, so its lag builds up), less the unfiltered keypoints' own (the model's bias along the motion).
 
 Models: ``--pose`` / ``--normal`` (an export), default the demo backbone in ``assets/`` with its pretrained heads.
-Run: ``python bench/smoothing.py [--write docs/predict.md]`` (about 5 min on 2 idle cores); ``--sweep`` prints the
-grid of ``min_cutoff`` x ``beta`` the defaults were chosen from.
+Run: ``python bench/smoothing.py [--write docs/predict.md]`` (about 10 min on 2 idle cores); ``--sweep`` prints the
+grid of ``min_cutoff`` x ``beta`` the defaults were chosen from; ``--cache FILE`` keeps the clips and the models'
+outputs for the next run.
 """
 
 from __future__ import annotations
 
 import argparse
+import pickle
 import re
 import sys
 import time
@@ -179,8 +183,9 @@ def keypoint_table(clips: dict, fps: float, speeds, rows: list[tuple[str, Smooth
         cells = [name, f"{r['still', 'jitter']:.2f} (x{r['still', 'jitter'] / raw['still', 'jitter']:.2f})",
                  f"{r['still', 'error']:.2f}"]
         for v in speeds:
+            behind = r[v, "lag"] - raw[v, "lag"]
             cells += [f"{r[v, 'error']:.2f} (x{r[v, 'error'] / raw[v, 'error']:.2f})",
-                      f"{r[v, 'lag']:.2f} ({1000 * r[v, 'lag'] / fps:.0f} ms)"]
+                      f"{behind:.2f} ({1000 * behind / fps:.0f} ms)"]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -200,22 +205,8 @@ def sweep(clips: dict, fps: float, speed: float) -> list[str]:
     return lines
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pose", default=None, help="a pose export (default: the demo backbone's pretrained head)")
-    parser.add_argument("--normal", default=None, help="a normal export (default: the demo backbone's head)")
-    parser.add_argument("--seeds", type=int, default=6, help="clips of scenes 0 .. seeds-1")
-    parser.add_argument("--frames", type=int, default=40)
-    parser.add_argument("--fps", type=float, default=30.0)
-    parser.add_argument("--speeds", type=float, nargs="+", default=[0.5, 1.0],
-                        help="moving clips: person heights per second (the first is the sweep's)")
-    parser.add_argument("--noise", type=float, default=8.0, help="pixel noise sigma on 0-255")
-    parser.add_argument("--box_jitter", type=float, default=0.02, help="box centre / size sigma, of its size")
-    parser.add_argument("--sweep", action="store_true", help="print the min_cutoff x beta grid")
-    parser.add_argument("--write", default=None, help="put the tables into this markdown file, between the marks")
-    args = parser.parse_args(argv)
-    torch.set_grad_enabled(False)
-    start = time.perf_counter()
+def render_and_run(args) -> tuple[dict, list[float]]:
+    """Per scene, its clips (still and each speed) with the boxes, truths, found keypoints and the models' outputs."""
     pose, normal = load("pose", args.pose), load("normal", args.normal)
     clips, heights = {}, []
     for seed in range(args.seeds):
@@ -231,6 +222,33 @@ def main(argv=None) -> None:
                                      0.0, args.speeds[0]) else None}
         print(f"scene {seed}: figure {heights[-1]:.0f} px tall, keypoints visible throughout and found: "
               + ", ".join(f"{clip['visible'].sum()} {kind}" for kind, clip in clips[seed].items()), flush=True)
+    return clips, heights
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pose", default=None, help="a pose export (default: the demo backbone's pretrained head)")
+    parser.add_argument("--normal", default=None, help="a normal export (default: the demo backbone's head)")
+    parser.add_argument("--seeds", type=int, default=6, help="clips of scenes 0 .. seeds-1")
+    parser.add_argument("--frames", type=int, default=40)
+    parser.add_argument("--fps", type=float, default=30.0)
+    parser.add_argument("--speeds", type=float, nargs="+", default=[0.5, 1.0],
+                        help="moving clips: person heights per second (the first is the sweep's)")
+    parser.add_argument("--noise", type=float, default=8.0, help="pixel noise sigma on 0-255")
+    parser.add_argument("--box_jitter", type=float, default=0.02, help="box centre / size sigma, of its size")
+    parser.add_argument("--sweep", action="store_true", help="print the min_cutoff x beta grid")
+    parser.add_argument("--write", default=None, help="put the tables into this markdown file, between the marks")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="keep the clips and the models' outputs in this pickle; reuse them when it exists")
+    args = parser.parse_args(argv)
+    torch.set_grad_enabled(False)
+    start = time.perf_counter()
+    if args.cache is not None and args.cache.exists():
+        clips, heights = pickle.loads(args.cache.read_bytes())
+    else:
+        clips, heights = render_and_run(args)
+        if args.cache is not None:
+            args.cache.write_bytes(pickle.dumps((clips, heights)))
     default = SmoothOptions()
     rows = [("raw", None), (f"`--smooth` (min_cutoff {default.min_cutoff:g} Hz, beta {default.beta:g})", default)]
     rows += [(f"min_cutoff {c:g}, beta {b:g}", SmoothOptions(min_cutoff=c, beta=b))

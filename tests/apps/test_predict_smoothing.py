@@ -180,3 +180,27 @@ def test_stream_blends_dense_maps(seg_checkpoint, dense_root):
     assert not np.allclose(stream[2]["maps"]["logits"], single[2], atol=1e-3)
     with pytest.raises(ValueError, match="smooth: map_weight must be in"):
         next(predictor.stream(frames, smooth=SmoothOptions(map_weight=0.0)))
+
+
+def test_predict_smooth_maps_blends_each_frame_of_a_dense_video(seg_checkpoint, dense_root, tmp_path, monkeypatch):
+    """``--smooth_maps`` on a seg model's video: every frame's maps go through the blend before anything uses them,
+    and the json records the setting."""
+    import sapiens2_ft.predict.video as video
+
+    blended = []
+
+    class Spy(MapBlend):
+        def __call__(self, maps):
+            out = super().__call__(maps)
+            blended.append((maps["logits"].shape, self.weight))
+            return out
+
+    monkeypatch.setattr(video, "MapBlend", Spy)
+    (tmp_path / "frames").mkdir()
+    image = cv2.imread(str(sorted((dense_root / "val" / "images").iterdir())[0]))
+    for f in range(3):
+        cv2.imwrite(str(tmp_path / "frames" / f"{f:03d}.png"), np.roll(image, 5 * f, axis=1))
+    out = predict.main(["--model", str(seg_checkpoint), "--input", str(tmp_path / "frames"), "--video",
+                        "--out", str(tmp_path / "out"), "--smooth_maps", "0.5", "--workers", "0"])
+    assert len(blended) == 3 and {w for _, w in blended} == {0.5}
+    assert json.loads((out / "frames.json").read_text())["smooth"]["map_weight"] == 0.5

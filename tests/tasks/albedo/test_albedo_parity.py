@@ -166,3 +166,20 @@ def test_metrics_by_hand():
     assert o["mae"].item() == pytest.approx(0.1) and o["rmse"].item() == pytest.approx(0.1)
     assert o["psnr"].item() == pytest.approx(20.0, abs=1e-4) and o["grad_l1"].item() == pytest.approx(0, abs=1e-6)
     assert 0 < o["ssim"].item() < 1
+
+
+def test_grey_start_makes_a_new_head_predict_mid_grey():
+    """``model.grey_start``: a new head's first output is 0.5 everywhere; upstream's random head's is far outside
+    [0, 1]. (A loaded head keeps its weights: ``test_albedo_apps`` evaluates an export under the demo recipe, which
+    sets grey_start, and gets the run's metrics.)"""
+    x = torch.randn(2, 3, 64, 48, generator=torch.Generator().manual_seed(0))
+    outputs = {}
+    for grey in (False, True):
+        torch.manual_seed(0)
+        module = AlbedoModule(size="tiny", input_size=(64, 48), grey_start=grey)
+        module.configure_model()
+        with torch.no_grad():
+            outputs[grey] = module.predict(x, size=(64, 48))["albedo"]
+        assert ("mid-grey" in str(module.load_report)) == grey
+    assert torch.equal(outputs[True], torch.full_like(outputs[True], 0.5))
+    assert outputs[False].abs().max() > 1
