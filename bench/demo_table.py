@@ -6,7 +6,8 @@ and wall time, one CSV row a run.
     python bench/demo_table.py --new_head                       # new heads (lr 2e-3), as the table's "new head"
     python bench/demo_table.py --backbone runs/candidate        # a candidate backbone (with its heads)
 
-Each run is ``python train.py --config <task>_demo.yaml`` in its own process, under
+Each run is ``python train.py --config <task>_demo.yaml`` in its own process (the demos validate first: each row has
+the start and the end), under
 ``--work/<task>-seed<s>[-new]``; the demo data is rendered first if missing, outside the timed runs; other
 arguments go to every run. Rows go to ``--csv`` (default ``bench/out/demo_table.csv``), and a markdown table of
 the headline metrics is printed. Time it on an idle machine: the wall time is the README's figure.
@@ -30,8 +31,8 @@ from sapiens2_ft.tasks.registry import TASKS  # noqa: E402  (the path above firs
 DEMOS = ("pose", "seg", "normal", "pointmap", "matting", "albedo")
 NEW_HEAD = ["--model.pretraining_head", "false", "--model.optim.lr", "2.0e-3"]
 # Shown beside each demo's monitored metric (the registry's), as the README's table does.
-EXTRA = {"pose": ("AP50", "AR"), "seg": ("aAcc",), "normal": (), "pointmap": (), "matting": ("mse",),
-         "albedo": ("ssim", "mae")}
+EXTRA = {"pose": ("AP50", "AR", "AP_body", "AP_feet"), "seg": ("aAcc",), "normal": (),
+         "pointmap": ("l2_predicted_focal",), "matting": ("mse",), "albedo": ("ssim", "mae")}
 
 
 def run_demo(task: str, seed: int, run_dir: Path, extra: list[str]) -> dict:
@@ -42,7 +43,8 @@ def run_demo(task: str, seed: int, run_dir: Path, extra: list[str]) -> dict:
     subprocess.run(command, cwd=ROOT, check=True)
     wall = time.perf_counter() - started
     summary = json.loads((run_dir / "summary.json").read_text())
-    return {"metrics": summary["metrics"], "wall_s": wall, "fit_wall_time_s": summary.get("fit_wall_time_s")}
+    return {"metrics": summary["metrics"], "start": summary.get("start_metrics", {}), "wall_s": wall,
+            "fit_wall_time_s": summary.get("fit_wall_time_s")}
 
 
 def prepare_data(task: str, work: Path) -> None:
@@ -69,12 +71,13 @@ def main(argv: list[str] | None = None) -> None:
         for seed in args.seeds:
             name = f"{task}-seed{seed}" + ("-new" if args.new_head else "")
             result = run_demo(task, seed, args.work / name, extra)
-            metrics = result["metrics"]
+            metrics, start = result["metrics"], result["start"]
             shown = {k: metrics[k] for k in (monitor, *EXTRA[task]) if k in metrics}
             rows.append({"task": task, "seed": seed, "head": head, "backbone": args.backbone or "shipped",
                          "wall_s": round(result["wall_s"], 1), "fit_wall_time_s": result["fit_wall_time_s"],
-                         "metrics": json.dumps({k: round(float(v), 4) for k, v in shown.items()})})
-            print(f"{name}: {shown}, {result['wall_s']:.0f} s", flush=True)
+                         "metrics": json.dumps({k: round(float(v), 4) for k, v in shown.items()}),
+                         "start_metrics": json.dumps({k: round(float(start[k]), 4) for k in shown if k in start})})
+            print(f"{name}: {shown} (start: {rows[-1]['start_metrics']}), {result['wall_s']:.0f} s", flush=True)
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     new_file = not args.csv.exists()
     with args.csv.open("a", newline="") as f:
@@ -82,10 +85,12 @@ def main(argv: list[str] | None = None) -> None:
         if new_file:
             writer.writeheader()
         writer.writerows(rows)
-    print("\n| demo | seed | head | wall | val |\n|---|---|---|---|---|")
+    print("\n| demo | seed | head | wall | val: start -> end (validate_first) |\n|---|---|---|---|---|")
     for r in rows:
         minutes, seconds = divmod(round(r["wall_s"]), 60)
-        values = ", ".join(f"{k} {v:.4g}" for k, v in json.loads(r["metrics"]).items())
+        start = json.loads(r["start_metrics"])
+        values = ", ".join(f"{k} {start[k]:.4g} -> {v:.4g}" if k in start else f"{k} {v:.4g}"
+                           for k, v in json.loads(r["metrics"]).items())
         print(f"| {r['task']} | {r['seed']} | {r['head']} | {minutes} min {seconds:02d} s | {values} |")
     print(f"rows appended to {args.csv}")
 

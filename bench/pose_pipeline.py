@@ -157,7 +157,7 @@ def time_stages(dataset: TopdownPoseDataset, count: int) -> dict[str, float]:
     """Median ms of the main stages, on the first ``count`` instances (no augmentation randomness)."""
     decode, warp, photo = [], [], []
     h, w = dataset.input_size
-    for inst in dataset.instances[:count]:
+    for inst in (dataset.instances[i] for i in range(min(count, len(dataset)))):
         t0 = time.perf_counter()
         image = read_image(inst.image_path)
         t1 = time.perf_counter()

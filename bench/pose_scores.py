@@ -28,7 +28,6 @@ from datamodules.pose_datamodule import PoseDataModule
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.tasks.pose.codec import (decode_heatmaps, flip_heatmaps, heatmap_probabilities,
                                           heatmap_to_input_coords, window_mass)
-from sapiens2_ft.tasks.pose.metric import CocoKeypointAP
 from sapiens2_ft.tasks.pose.module import PoseModule
 
 
@@ -64,7 +63,7 @@ def main() -> None:
     torch.manual_seed(0)
     module, datamodule = load(args.run_dir)
     flip = module.flip_indices
-    metrics = {name: CocoKeypointAP(datamodule.val_annotation_file, module.metainfo.sigmas) for name in RULES}
+    metrics = {name: module.ap_metric(datamodule.val_annotation_file) for name in RULES}
     calibration = {name: [[], []] for name in RULES}
     sigmas = torch.tensor(module.metainfo.sigmas)
     with torch.no_grad():

@@ -216,6 +216,7 @@ def render_and_run(args) -> tuple[dict, list[float]]:
             images, boxes, truth, visible, normals, masks, _ = clip_frames(
                 seed, args.frames, speed * heights[-1] / args.fps, args.noise, args.box_jitter)
             raw = keypoints(pose, images, boxes)
+            truth, visible = truth[:, :raw.shape[1]], visible[:raw.shape[1]]  # the model's COCO-17 come first
             found = visible & (np.median(np.linalg.norm(raw - truth, axis=-1), axis=0) < FOUND * heights[-1])
             clips[seed][kind] = {"boxes": boxes, "truth": truth, "visible": found, "raw": raw, "normals": normals,
                                  "masks": masks, "normal_maps": normal_maps(normal, images) if speed in (

@@ -10,9 +10,13 @@ import lightning as L
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset
 
+from datamodules.errors import DataError
 from datamodules.hparams import as_dataclass, plain_hparams
 from datamodules.loaders import TrainPosition, make_loader
 from datamodules.mixing import MixedDataset, SourceCount, source_names
+from datamodules.shards.index import ShardIndex
+from datamodules.shards.store import ShardStore
+from datamodules.shards.writer import Part
 from datamodules.synthetic_data import SyntheticData, render_if_missing
 
 
@@ -29,6 +33,11 @@ class SampleDataModule(L.LightningDataModule):
         persistent_workers: Keep workers alive between epochs.
         on_bad_sample: ``error`` stops at the first bad sample or record; ``skip`` counts and drops it.
         synthetic: When set, render the synthetic demo dataset into ``root`` if it is missing.
+        shards: Train and validate from the shards in this folder or at this URL (``https://``, ``gs://``,
+            ``pipe:`` with ``{}`` for the file name), written by ``python -m sapiens2_ft.write_shards``; the
+            dataset paths are then not read. Each process reads its own run of shards, a shard at a time.
+        shard_cache: Local folder of the shards downloaded from a URL (default: the temporary folder).
+        shard_cache_gb: Most gigabytes of downloaded shards kept; the least recently used are deleted.
     """
 
     hparams_ignore: tuple[str, ...] = ()  # arguments left out of the hyper-parameters
@@ -44,27 +53,68 @@ class SampleDataModule(L.LightningDataModule):
         persistent_workers: bool = True,
         on_bad_sample: Literal["error", "skip"] = "error",
         synthetic: SyntheticData | None = None,
+        shards: str | None = None,
+        shard_cache: str | None = None,
+        shard_cache_gb: float = 50.0,
     ):
         super().__init__()
         self.save_hyperparameters(ignore=list(self.hparams_ignore))  # the subclass's arguments too
         plain_hparams(self)  # checkpoints stay loadable with weights_only=True
         self.root = Path(root)
         self.synthetic = as_dataclass(SyntheticData, synthetic)
+        self.store = ShardStore(shards, shard_cache, shard_cache_gb) if shards else None
+        self._shard_index: ShardIndex | None = None
         self.skipped: dict[str, dict[str, int]] = {}  # split -> reason -> samples left out when listing
         self.train_counts: list[SourceCount] = []  # the training datasets of a ``data.train`` mix
         self._train_start: TrainPosition | None = None
 
     def prepare_data(self) -> None:
-        render_if_missing(self.root, self.synthetic)
+        if self.store is None:
+            render_if_missing(self.root, self.synthetic)
+
+    def shard_index(self, kind: str) -> ShardIndex:
+        """The index of ``data.shards`` (read once), which must hold ``kind`` samples (``pose`` or ``dense``)."""
+        if self._shard_index is None:
+            self._shard_index = ShardIndex(self.store)
+        if self._shard_index.kind != kind:
+            raise DataError(f"data.shards {self.store.location} holds {self._shard_index.kind} samples, this task "
+                            f"reads {kind} samples")
+        return self._shard_index
 
     @staticmethod
     def source_names(sources) -> list[str]:
         """The names of ``data.train`` entries (``name``, else the root folder's name, made unique)."""
         return source_names([s.name for s in sources], [s.root for s in sources])
 
+    def shard_parts(self, split: str) -> list[Dataset]:
+        """The datasets of ``split`` in ``data.shards`` (a training mix: one per dataset); by the task's data module."""
+        raise NotImplementedError(f"{type(self).__name__} does not read shards")
+
+    def setup_from_shards(self, kind: str, train: bool, val: bool) -> None:
+        """``train_set`` and ``val_set`` from ``data.shards`` (a training mix as written, with its repeats)."""
+        if train:
+            parts, listed = self.shard_parts("train"), self.shard_index(kind).parts("train")
+            self.train_set = parts[0] if len(parts) == 1 else self.mix_named(
+                parts, [p["repeat"] for p in listed], [p["name"] for p in listed])
+        if val:
+            self.val_set = self.shard_parts("val")[0]
+
+    def written_parts(self) -> dict[str, list[Part]]:
+        """The training datasets (one part each, with their repeats) and the validation set, after
+        ``setup("fit")``: what ``write_shards`` writes."""
+        train = self.train_set.parts if isinstance(self.train_set, MixedDataset) else [self.train_set]
+        names = [c.name for c in self.train_counts] or ["train"]
+        repeats = [c.repeat for c in self.train_counts] or [1.0]
+        return {"train": [Part(n, r, d) for n, r, d in zip(names, repeats, train)],
+                "val": [Part("val", 1.0, self.val_set)]}
+
     def mix(self, parts: list[Dataset], sources) -> MixedDataset:
         """The training datasets of ``data.train`` as one, each drawn its ``repeat`` times per epoch."""
-        mixed = MixedDataset(parts, [s.repeat for s in sources], self.source_names(sources))
+        return self.mix_named(parts, [s.repeat for s in sources], self.source_names(sources))
+
+    def mix_named(self, parts: list[Dataset], repeats: list[float], names: list[str]) -> MixedDataset:
+        """``parts`` as one dataset, each drawn its repeat times per epoch, logged by name."""
+        mixed = MixedDataset(parts, repeats, names)
         self.train_counts = mixed.counts
         for count in mixed.counts:
             rank_zero_info(f"train mix: {count.describe()}")
@@ -82,4 +132,4 @@ class SampleDataModule(L.LightningDataModule):
         if train:
             start, self._train_start = self._train_start, None
         return make_loader(dataset, batch_size, train, hp.num_workers, hp.pin_memory, hp.persistent_workers,
-                           start=start)
+                           start=start, groups=dataset.groups if self.store is not None else None)

@@ -13,13 +13,17 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from lightning.pytorch.utilities import rank_zero_warn
 from tqdm import tqdm
 
+from datamodules.coco_keypoints import KeypointOrder, clip_box
 from datamodules.dense.files import list_images
 from datamodules.dense.targets import target_spec
 from datamodules.errors import DataError
 from datamodules.images import read_image
+from datamodules.json_files import read_json
+from datamodules.paths import inside
 from datamodules.keypoints.metainfo import KeypointMetainfo
 
 BBOX_TOLERANCE = 1.0  # pixels a box may reach beyond the image border
@@ -77,6 +81,11 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _all_numbers(values: list) -> bool:
+    """``_is_number`` of every value, at C speed (a keypoint list holds 51 numbers or more per annotation)."""
+    return set(map(type, values)) <= {int, float} and all(map(math.isfinite, values))
+
+
 def _check_images(data: dict, ann_file: Path, images_dir: Path, report: DataReport, split: str,
                   decode: bool) -> dict:
     """Image records by id (the first of duplicated ids); files present, decodable, of the stated size."""
@@ -98,7 +107,10 @@ def _check_images(data: dict, ann_file: Path, images_dir: Path, report: DataRepo
         if not isinstance(name, str):
             report.add(ann_file, where, "file_name", "a string path relative to the image folder")
             continue
-        path = images_dir / name
+        path = inside(images_dir, images_dir / name)
+        if path is None:
+            report.add(ann_file, where, "file_name", f"a path inside the image folder {images_dir}")
+            continue
         if not path.is_file():
             report.add(path, where, "file_name", f"image file not found (listed in {ann_file.name})")
             continue
@@ -106,8 +118,8 @@ def _check_images(data: dict, ann_file: Path, images_dir: Path, report: DataRepo
         if decode:
             try:
                 pixels = read_image(str(path))
-            except DataError:
-                report.add(path, where, "image", "a decodable image (missing data, truncated or not an image)")
+            except DataError as err:
+                report.add(path, where, "image", f"a decodable image ({str(err).split(': ', 1)[-1]})")
                 continue
             height, width = pixels.shape[:2]
             stated = (image.get("width"), image.get("height"))
@@ -118,7 +130,7 @@ def _check_images(data: dict, ann_file: Path, images_dir: Path, report: DataRepo
 
 
 def _check_annotation(ann: dict, index: int, ann_file: Path, images: dict, categories: set, seen: set,
-                      metainfo: KeypointMetainfo, report: DataReport) -> bool:
+                      metainfo: KeypointMetainfo, report: DataReport, order: KeypointOrder | None = None) -> bool:
     ann_id = ann.get("id")
     where = f"annotation {ann_id}" if ann_id is not None else f"annotations[{index}]"
     add = lambda field, expected, fatal=True: report.add(ann_file, where, field, expected, fatal)  # noqa: E731
@@ -152,13 +164,14 @@ def _check_annotation(ann: dict, index: int, ann_file: Path, images: dict, categ
     if ann.get("iscrowd", 0):
         return ok
     raw = ann.get("keypoints")
-    expected = 3 * metainfo.num_keypoints
+    listed = order.counts.get(ann.get("category_id")) if order is not None else None
+    expected = 3 * (listed or metainfo.num_keypoints)
     if not isinstance(raw, list) or len(raw) != expected:
         count = f"{len(raw)} numbers" if isinstance(raw, list) else "missing"
-        add("keypoints", f"{count}, expected {expected} ({metainfo.num_keypoints} keypoints of set "
-                         f"'{metainfo.name}' as x, y, v)")
+        add("keypoints", f"{count}, expected {expected} ({listed} keypoints of its category as x, y, v)" if listed
+            else f"{count}, expected {expected} ({metainfo.num_keypoints} keypoints of set '{metainfo.name}' as x, y, v)")
         return False
-    if not all(_is_number(v) for v in raw):
+    if not _all_numbers(raw):
         add("keypoints", "finite numbers only")
         return False
     bad = sorted({v for v in raw[2::3] if v not in (0, 1, 2)})
@@ -168,22 +181,34 @@ def _check_annotation(ann: dict, index: int, ann_file: Path, images: dict, categ
     return ok
 
 
-def check_coco(ann_file: Path, images_dir: Path, metainfo: KeypointMetainfo, report: DataReport,
-               split: str, decode: bool = True) -> None:
-    """Schema, ids, keypoint counts, visibility and boxes of a COCO keypoints json; its image files."""
+def read_coco_json(ann_file: Path, report: DataReport) -> dict | None:
+    """A COCO json with the lists ``images``, ``annotations`` and ``categories``; None (the problem reported)
+    when it is missing, not JSON or lacks one of them."""
     try:
-        data = json.loads(Path(ann_file).read_text())
+        data = read_json(ann_file)
     except FileNotFoundError:
         report.add(ann_file, "-", "file", "annotation file not found")
-        return
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        report.add(ann_file, "-", "json", f"valid JSON ({err})")
-        return
+        return None
+    except (json.JSONDecodeError, UnicodeDecodeError, DataError) as err:
+        report.add(ann_file, "-", "json", f"valid JSON within the size limit ({err})")
+        return None
     sections = ("images", "annotations", "categories")
     missing = [k for k in sections if not (isinstance(data, dict) and isinstance(data.get(k), list))]
     if missing:
         report.add(ann_file, "-", ", ".join(missing),
                    "COCO keypoints files need the lists 'images', 'annotations' and 'categories'")
+        return None
+    return data
+
+
+def check_coco(ann_file: Path, images_dir: Path, metainfo: KeypointMetainfo, report: DataReport,
+               split: str, decode: bool = True, crop: tuple[float, float] | None = None,
+               data: dict | None = None) -> None:
+    """Schema, ids, keypoint names (matched to the set by name), counts, visibility and boxes of a COCO keypoints
+    json; its image files; with ``crop`` = (box padding, input W/H), the labelled keypoints outside their crop.
+    ``data``: the json already read by ``read_coco_json``."""
+    data = read_coco_json(ann_file, report) if data is None else data
+    if data is None:
         return
     categories = set()
     for k, category in enumerate(data["categories"]):
@@ -191,19 +216,92 @@ def check_coco(ann_file: Path, images_dir: Path, metainfo: KeypointMetainfo, rep
             report.add(ann_file, f"categories[{k}]", "category", f"an object with 'id', got {category!r}")
             continue
         categories.add(category.get("id"))
-        names = category.get("keypoints")
-        if isinstance(names, list) and len(names) != metainfo.num_keypoints:
-            report.add(ann_file, f"category {category.get('id')}", "keypoints",
-                       f"{len(names)} keypoint names, the keypoint set '{metainfo.name}' has {metainfo.num_keypoints}")
+    order = _keypoint_order(data["categories"], ann_file, metainfo, report)
     images = _check_images(data, ann_file, images_dir, report, split, decode)
     seen: set = set()
+    outside = CropCoverage(metainfo, crop) if crop is not None else None
     for index, ann in enumerate(data["annotations"]):
         if not isinstance(ann, dict):
             report.add(ann_file, f"annotations[{index}]", "-", "an object")
             continue
-        if not _check_annotation(ann, index, ann_file, images, categories, seen, metainfo, report):
+        if not _check_annotation(ann, index, ann_file, images, categories, seen, metainfo, report, order):
             report.bad_annotations.setdefault(str(ann_file), set()).add(ann.get("id"))
+        elif outside is not None and order is not None and not ann.get("iscrowd", 0):
+            outside.add(ann, images[ann["image_id"]], order.columns.get(ann.get("category_id")))
         report.count(split, "annotations")
+    if outside is not None:
+        outside.report(ann_file, report)
+
+
+def _keypoint_order(categories: list, ann_file: Path, metainfo: KeypointMetainfo,
+                    report: DataReport) -> KeypointOrder | None:
+    """The categories' keypoint names against the set (``KeypointOrder``): names that differ are a fatal problem
+    naming both lists, another order a warning (training remaps it by name); None when they differ."""
+    try:
+        order = KeypointOrder(categories, metainfo.keypoint_names, metainfo.name, ann_file)
+    except DataError as err:
+        report.add(ann_file, "categories", "keypoints", str(err).split(": ", 1)[-1])
+        return None
+    if order.remapped:
+        report.add(ann_file, f"category {', '.join(map(str, order.remapped))}", "keypoints",
+                   f"{order.describe()} (when training and scoring)", fatal=False)
+    return order
+
+
+class CropCoverage:
+    """Labelled keypoints outside their person's crop (the box clipped to the image, x ``box_padding``, widened to
+    the input's W/H): training gives them weight 0. Reports how many, and the ``data.box_padding`` that keeps all."""
+
+    CHUNK = 4096  # annotations measured at once (vectorised)
+
+    def __init__(self, metainfo: KeypointMetainfo, crop: tuple[float, float]):
+        self.metainfo, (self.padding, self.aspect) = metainfo, crop
+        self.labelled = self.outside = 0
+        self.needed = 0.0  # the padding that keeps every labelled keypoint
+        self.example: str | None = None  # the first annotation with a keypoint outside, and its farthest one
+        self.ids: list = []
+        self.boxes: list[list[float]] = []
+        self.points: list[np.ndarray] = []
+
+    def add(self, ann: dict, image: dict, columns) -> None:
+        box = clip_box(ann["bbox"], image)
+        if box is None:
+            return
+        points = np.asarray(ann["keypoints"], dtype=np.float64).reshape(-1, 3)
+        self.ids.append(ann.get("id"))
+        self.boxes.append(box)
+        self.points.append(points if columns is None else points[columns])
+        if len(self.points) >= self.CHUNK:
+            self.measure()
+
+    def measure(self) -> None:
+        """Count the annotations added since the last call."""
+        if not self.points:
+            return
+        x, y, w, h = np.asarray(self.boxes, np.float64).T
+        points = np.stack(self.points)
+        half = np.stack([np.maximum(w, h * self.aspect), np.maximum(h, w / self.aspect)], 1)[:, None] / 2
+        reach = np.abs(points[..., :2] - np.stack([x + w / 2, y + h / 2], 1)[:, None]) / half
+        labelled = points[..., 2] > 0
+        need = np.where(labelled, reach.max(2), 0.0)  # the padding each keypoint needs
+        outside = labelled & (need > self.padding)
+        self.labelled += int(labelled.sum())
+        self.outside += int(outside.sum())
+        self.needed = max(self.needed, float(need.max()))
+        if self.example is None and outside.any():
+            first = int(np.flatnonzero(outside.any(1))[0])
+            k = int(np.argmax(np.where(labelled[first], need[first], -np.inf)))
+            self.example = f"annotation {self.ids[first]}: '{self.metainfo.keypoint_names[k]}'"
+        self.ids, self.boxes, self.points = [], [], []
+
+    def report(self, ann_file: Path, report: DataReport) -> None:
+        self.measure()
+        if self.outside:
+            keep = math.ceil(self.needed * 20) / 20
+            report.add(ann_file, self.example, "keypoints",
+                       f"{self.outside} of {self.labelled} labelled keypoints lie outside their person's crop (box x "
+                       f"data.box_padding {self.padding:g}, widened to W/H {self.aspect:.3g}) and train with weight 0; "
+                       f"data.box_padding {keep:g} keeps them all", fatal=False)
 
 
 def check_dense(root: Path, split: str, task: str, num_classes: int, report: DataReport, decode: bool = True) -> None:
@@ -226,8 +324,8 @@ def check_dense(root: Path, split: str, task: str, num_classes: int, report: Dat
             continue
         try:
             shape = read_image(str(image)).shape[:2]
-        except DataError:
-            report.add(image, where, "image", "a decodable image (missing data, truncated or not an image)")
+        except DataError as err:
+            report.add(image, where, "image", f"a decodable image ({str(err).split(': ', 1)[-1]})")
             continue
         present = {**required, **{k: v for k, v in optional.items() if v.is_file()}}
 

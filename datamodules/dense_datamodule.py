@@ -20,6 +20,7 @@ from datamodules.dense.targets import DenseTask, target_spec
 from datamodules.errors import DataError
 from datamodules.hparams import as_dataclass, as_dataclasses
 from datamodules.mixing import MixedDataset
+from datamodules.shards.writer import Part
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,33 @@ class DenseDataModule(SampleDataModule):
         check_dense(self.root, hp.val_split, hp.task, hp.num_classes, report, decode)
         return report
 
+    def shard_parts(self, split: str) -> list[DenseDataset]:
+        """The datasets of ``split`` in ``data.shards`` (a training mix: one per dataset)."""
+        hp, index = self.hparams, self.shard_index("dense")
+        if index.meta["task"] != hp.task:
+            raise DataError(f"data.shards {self.store.location}: written for task {index.meta['task']!r}, "
+                            f"not {hp.task!r}")
+        augment = self.augment if split == "train" else None
+        filter = self.filter if augment is not None or self.filter.val else None
+        parts, listed = [], index.parts(split)
+        for part in listed:
+            samples, files = index.dense_part(part["key"])
+            name = f"{split}/{part['name']}" if len(listed) > 1 else split
+            rank_zero_info(f"{name}: {len(samples)} {hp.task} images (from the shards)")
+            parts.append(DenseDataset(samples, hp.task, hp.input_size, hp.num_classes, self.flip_classes, augment,
+                                      hp.on_bad_sample, filter=filter, fit=validation_fit(self.augment, hp.task),
+                                      files=files))
+        return parts
+
+    def shard_splits(self) -> tuple[dict[str, list[Part]], dict[str, Path], dict]:
+        """What ``write_shards`` writes of this data (after ``setup("fit")``): the datasets and the task."""
+        return self.written_parts(), {}, {"task": self.hparams.task}
+
     def setup(self, stage: str | None = None) -> None:
+        if self.store is not None:
+            self.setup_from_shards("dense", stage in ("fit", None) and self.train_set is None,
+                                   stage in ("fit", "validate", None) and self.val_set is None)
+            return
         if stage in ("fit", None) and self.train_set is None:
             fail_or_warn(self.check(decode=False), self.hparams.on_bad_sample)
             chosen = ", ".join(f"{k} {v}" for k, v in asdict(self.augment).items() if v is not None and k != "pipeline")

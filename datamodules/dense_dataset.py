@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import Dataset
 
 from datamodules.dense.augment import DenseAugment, resolve_augment, validation_fit
-from datamodules.dense.files import DenseSample
+from datamodules.dense.files import DenseSample, DenseSamples, as_samples
 from datamodules.dense.filters import DenseFilter
 from datamodules.dense.geometry import CANONICAL_FOCAL
 from datamodules.dense.targets import target_spec
@@ -17,12 +17,13 @@ from datamodules.dense.targets.readers import chw
 from datamodules.dense.transforms import DenseTransform
 from datamodules.images import read_image
 from datamodules.loaders import FilteredSample, is_padding, replace_bad_samples, sample_rng
+from datamodules.shards.index import ShardFiles
 
 
 def load_sample(sample: DenseSample, task: str, num_classes: int, image: np.ndarray | None = None) -> dict:
     """Read and check the image and the ``task`` targets of one sample (numpy dict, see ``dense.geometry``);
     ``image``: the sample's image already read (several tasks' targets of one image)."""
-    image = read_image(str(sample.image)) if image is None else image
+    image = read_image(sample.image) if image is None else image
     return {"image": image, **target_spec(task).load(sample.files, image.shape[:2], num_classes)}
 
 
@@ -46,15 +47,18 @@ class DenseDataset(Dataset):
     it leaves out are replaced by the next one and counted (``filtered_samples``); by default training sets
     are filtered with the upstream checks, validation sets are not.
     ``on_bad_sample="skip"``: a sample raising DataError is warned about and replaced by the next one;
-    the item counts the replaced ones (``bad_samples_replaced``).
+    the item counts the replaced ones (``bad_samples_replaced``). ``files``: where each sample's image
+    (``image``) and target files (by kind) lie in the shards (``datamodules.shards``; None: read the files).
     """
 
-    def __init__(self, samples: list[DenseSample], task: str, input_size: tuple[int, int], num_classes: int = 29,
-                 flip_classes=None, augment: DenseAugment | dict | None = None,
+    def __init__(self, samples: DenseSamples | list[DenseSample], task: str, input_size: tuple[int, int],
+                 num_classes: int = 29, flip_classes=None, augment: DenseAugment | dict | None = None,
                  on_bad_sample: Literal["error", "skip"] = "error", canonical_focal: float = CANONICAL_FOCAL,
-                 filter: DenseFilter | None = None, fit: str | None = None):
+                 filter: DenseFilter | None = None, fit: str | None = None,
+                 files: dict[str, ShardFiles] | None = None):
         target_spec(task)  # an unknown task is an error here
-        self.samples = samples
+        self.samples = as_samples(samples)
+        self.files = files
         self.task = task
         self.num_classes = num_classes
         self.augment = resolve_augment(augment, task) if augment is not None else None
@@ -69,6 +73,18 @@ class DenseDataset(Dataset):
     def __len__(self) -> int:
         return len(self.samples)
 
+    def groups(self, epoch_seed: int) -> np.ndarray | None:
+        """The shard of each sample (read in blocks by the training sampler); None when read from files."""
+        return None if self.files is None else self.files["image"].shard
+
+    def sample(self, index: int) -> DenseSample:
+        """Sample ``index`` with its files' paths, or with their bytes when it is read from the shards."""
+        sample = self.samples[index]
+        if self.files is None:
+            return sample
+        return DenseSample(sample.name, self.files["image"].open(index, str(sample.image)),
+                           {kind: self.files[kind].open(index, str(path)) for kind, path in sample.files.items()})
+
     def rng(self) -> np.random.Generator:
         """Fallback for plain integer keys: one generator per worker, seeded from torch. The training
         sampler gives each sample its own (``loaders.sample_rng``)."""
@@ -77,7 +93,7 @@ class DenseDataset(Dataset):
         return self._rng
 
     def item(self, index: int, rng: np.random.Generator | None = None) -> dict:
-        sample = self.samples[index]
+        sample = self.sample(index)
         data = load_sample(sample, self.task, self.num_classes)
         data = self.transform(data, rng)
         item = to_item(data, self.task, self.canonical_focal)

@@ -1,26 +1,158 @@
-"""Reading the images of a dataset: RGB uint8, with a truncated or undecodable file reported by name."""
+"""Reading the images of a dataset: RGB uint8, with a truncated, undecodable or oversized file reported by name.
+
+Before anything is decoded the size is read from the file's header (PNG, JPEG, BMP, WebP, TIFF; other files are
+not decoded), and an image of more than ``SAPIENS2_FT_MAX_IMAGE_PIXELS`` pixels (default :data:`MAX_PIXELS`, 100
+megapixels) is refused: a 110 kB PNG can declare 30000 x 30000 pixels, which decoding would turn into 2.7 GB.
+OpenCV's own errors are caught per file, so one bad file never stops the others.
+"""
 
 from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
 
 import cv2
 import numpy as np
 
 from datamodules.errors import DataError
+from datamodules.file_bytes import StoredFile, file_content
+
+MAX_PIXELS = 100_000_000
+MAX_PIXELS_ENV = "SAPIENS2_FT_MAX_IMAGE_PIXELS"
+_JPEG_SIZE_MARKERS = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 
 
-def read_image(path: str) -> np.ndarray:
-    """RGB uint8 image; a missing or undecodable file is a DataError naming it."""
+def max_pixels() -> int:
+    """The pixel limit: ``SAPIENS2_FT_MAX_IMAGE_PIXELS`` when set, else :data:`MAX_PIXELS`."""
+    value = os.environ.get(MAX_PIXELS_ENV)
+    if not value:
+        return MAX_PIXELS
+    try:
+        limit = int(float(value))
+    except ValueError:
+        limit = 0
+    if limit <= 0:
+        raise DataError(f"{MAX_PIXELS_ENV}={value!r}: give the largest number of pixels an image may have, e.g. "
+                        f"{MAX_PIXELS}")
+    return limit
+
+
+def _jpeg_size(raw: bytes) -> tuple[int, int] | None:
+    i = 2
+    while i + 9 < len(raw):
+        if raw[i] != 0xFF:
+            return None
+        marker = raw[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+        elif marker in _JPEG_SIZE_MARKERS:
+            height, width = struct.unpack(">HH", raw[i + 5:i + 9])
+            return width, height
+        elif marker in (0x01, *range(0xD0, 0xD9)):  # no length
+            i += 2
+        else:
+            i += 2 + struct.unpack(">H", raw[i + 2:i + 4])[0]
+    return None
+
+
+def _webp_size(raw: bytes) -> tuple[int, int] | None:
+    chunk = raw[12:16]
+    if chunk == b"VP8 " and raw[23:26] == b"\x9d\x01\x2a":
+        width, height = struct.unpack("<HH", raw[26:30])
+        return width & 0x3FFF, height & 0x3FFF
+    if chunk == b"VP8L" and raw[20:21] == b"\x2f":
+        bits = int.from_bytes(raw[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b"VP8X":
+        return int.from_bytes(raw[24:27], "little") + 1, int.from_bytes(raw[27:30], "little") + 1
+    return None
+
+
+def _tiff_size(raw: bytes) -> tuple[int, int] | None:
+    order = "<" if raw[:2] == b"II" else ">"
+    (offset,) = struct.unpack(order + "I", raw[4:8])
+    if offset + 2 > len(raw):
+        return None
+    (count,) = struct.unpack(order + "H", raw[offset:offset + 2])
+    found = {}
+    for k in range(count):
+        entry = raw[offset + 2 + 12 * k:offset + 14 + 12 * k]
+        if len(entry) < 12:
+            return None
+        tag, kind = struct.unpack(order + "HH", entry[:4])
+        if tag in (256, 257) and kind in (3, 4):
+            found[tag] = struct.unpack(order + ("H" if kind == 3 else "I"), entry[8:10] if kind == 3 else entry[8:12])[0]
+    return (found[256], found[257]) if len(found) == 2 else None
+
+
+def header_size(raw: bytes) -> tuple[int, int] | None:
+    """(width, height) from the header of a PNG, JPEG, BMP, WebP or TIFF file's bytes; None for other bytes."""
+    try:
+        if raw[:8] == b"\x89PNG\r\n\x1a\n" and raw[12:16] == b"IHDR":
+            return struct.unpack(">II", raw[16:24])
+        if raw[:2] == b"\xff\xd8":
+            return _jpeg_size(raw)
+        if raw[:2] == b"BM":
+            if struct.unpack("<I", raw[14:18])[0] == 12:  # OS/2 header
+                return struct.unpack("<HH", raw[18:22])
+            width, height = struct.unpack("<ii", raw[18:26])
+            return abs(width), abs(height)
+        if raw[:4] == b"RIFF" and raw[8:12] == b"WEBP":
+            return _webp_size(raw)
+        if raw[:4] in (b"II*\x00", b"MM\x00*"):
+            return _tiff_size(raw)
+    except struct.error:
+        return None
+    return None
+
+
+def decode(raw: bytes, flags: int, what: str, limit: int | None = None) -> np.ndarray:
+    """``cv2.imdecode`` of an image file's bytes once its header allows it (``limit`` pixels, default
+    :func:`max_pixels`); a DataError naming ``what`` otherwise."""
+    size = header_size(raw)
+    if size is None:
+        raise DataError(f"cannot read image {what}: missing, truncated or not an image (no PNG, JPEG, BMP, WebP or "
+                        "TIFF header)")
+    limit = max_pixels() if limit is None else limit
+    if size[0] * size[1] > limit:
+        raise DataError(f"image {what}: {size[0]}x{size[1]} pixels, above the limit of {limit:,} "
+                        f"(raise it with {MAX_PIXELS_ENV}, or predict --max_pixels, for images you trust)")
+    try:
+        image = cv2.imdecode(np.frombuffer(raw, np.uint8), flags)
+    except cv2.error as err:
+        raise DataError(f"cannot read image {what}: OpenCV: {' '.join(str(err).split())[-200:]}") from None
+    if image is None:
+        raise DataError(f"cannot read image {what}: missing, truncated or not an image")
+    return image
+
+
+def file_size(path) -> tuple[int, int] | None:
+    """(width, height) of an image file from its header (None: not an image of a known kind, or unreadable)."""
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            head = f.read(1 << 16)
     except OSError:
-        raw = b""
-    image = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR) if raw else None
+        return None
+    return header_size(head) or header_size(read_bytes(path))  # a JPEG's size may follow 64 kB of metadata
+
+
+def read_bytes(path: str | Path | StoredFile) -> bytes:
+    """The content of a file, or of a shard member read already (``StoredFile``); empty when it cannot be read."""
+    try:
+        return file_content(path)
+    except OSError:
+        return b""
+
+
+def read_image(path: str | Path | StoredFile, limit: int | None = None) -> np.ndarray:
+    """RGB uint8 image; a missing, undecodable or oversized file (above ``limit`` pixels, default
+    :func:`max_pixels`) is a DataError naming it."""
+    raw = read_bytes(path)
+    image = decode(raw, cv2.IMREAD_COLOR, str(path), limit)
     # libjpeg decodes a truncated JPEG with only a warning (the missing rows grey): a JPEG must
     # end its last scan (SOS marker FFDA) with an end-of-image marker (FFD9).
-    if image is not None and raw[:2] == b"\xff\xd8" and not raw.rstrip(b"\x00").endswith(b"\xff\xd9"):
+    if raw[:2] == b"\xff\xd8" and not raw.rstrip(b"\x00").endswith(b"\xff\xd9"):
         if raw.rfind(b"\xff\xd9") < raw.rfind(b"\xff\xda"):
-            image = None
-    if image is None:
-        raise DataError(f"cannot read image {path} (missing, truncated or not an image)")
+            raise DataError(f"cannot read image {path}: missing, truncated or not an image")
     return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)

@@ -30,12 +30,18 @@ class EpochSeededSampler(Sampler):
 
     Process ``rank`` of ``world_size`` takes positions ``rank, rank + world_size, ...`` of the epoch's
     order, the same number on every process (the remainder is left out that epoch).
+
+    ``groups(epoch_seed)``, when given and not None, is the shard of each sample: the epoch's order is then
+    shard by shard (the shards in a random order, the samples of each in a random order) and each process
+    takes a contiguous run of it, so that a shard is read by one process, a few at a time (``block_order``).
     """
 
-    def __init__(self, num_samples: int, seed: int, rank: int = 0, world_size: int = 1):
+    def __init__(self, num_samples: int, seed: int, rank: int = 0, world_size: int = 1,
+                 groups: Callable[[int], np.ndarray | None] | None = None):
         self.num_samples = num_samples
         self.seed = int(seed) % 2**31  # torch.initial_seed() is 64-bit without seed_everything
         self.rank, self.world_size = rank, world_size
+        self.groups = groups
         self.epoch = 0
         self._skip = 0
 
@@ -51,11 +57,25 @@ class EpochSeededSampler(Sampler):
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
         epoch_seed = self.seed * 100_003 + self.epoch
-        order = torch.randperm(self.num_samples, generator=torch.Generator().manual_seed(epoch_seed)).tolist()
-        mine = order[self.rank::self.world_size][:len(self)]
+        generator = torch.Generator().manual_seed(epoch_seed)
+        groups = self.groups(epoch_seed) if self.groups is not None else None
+        if groups is None:
+            order = torch.randperm(self.num_samples, generator=generator).tolist()
+            mine = order[self.rank::self.world_size][:len(self)]
+        else:
+            share = len(self)
+            mine = block_order(groups, generator)[self.rank * share:(self.rank + 1) * share].tolist()
         skip, self._skip = self._skip, 0
         for index in mine[skip:]:
             yield index, epoch_seed
+
+
+def block_order(groups: np.ndarray, generator: torch.Generator) -> np.ndarray:
+    """Indices ordered group by group: the groups in a random order, each group's indices in a random order."""
+    names, group = np.unique(groups, return_inverse=True)
+    rank = torch.randperm(len(names), generator=generator).numpy()[group]
+    within = torch.randperm(len(groups), generator=generator).numpy()
+    return np.lexsort((within, rank))
 
 
 @dataclass(frozen=True)
@@ -174,15 +194,17 @@ def _process() -> tuple[int, int]:
 
 
 def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: int, pin_memory: bool,
-                persistent_workers: bool, seed: int | None = None, start: TrainPosition | None = None) -> DataLoader:
-    """Training loaders shuffle (``EpochSeededSampler``) and drop the last partial batch; validation loaders
-    are split over processes (``ValShardSampler``, no shuffle); pinning only where a GPU is present.
-    ``seed`` defaults to torch's initial seed (set by ``seed_everything``). A training loader's first pass
-    begins at ``start`` (a resumed run), set here because a loader with workers draws its first indices as
-    soon as it is iterated."""
+                persistent_workers: bool, seed: int | None = None, start: TrainPosition | None = None,
+                groups: Callable[[int], np.ndarray | None] | None = None) -> DataLoader:
+    """Training loaders shuffle (``EpochSeededSampler``, shard by shard with ``groups``) and drop the last
+    partial batch; validation loaders are split over processes (``ValShardSampler``, no shuffle); pinning only
+    where a GPU is present. ``seed`` defaults to torch's initial seed (set by ``seed_everything``). A training
+    loader's first pass begins at ``start`` (a resumed run), set here because a loader with workers draws its
+    first indices as soon as it is iterated."""
     rank, world = _process()
     if shuffle:
-        sampler = EpochSeededSampler(len(dataset), torch.initial_seed() if seed is None else seed, rank, world)
+        sampler = EpochSeededSampler(len(dataset), torch.initial_seed() if seed is None else seed, rank, world,
+                                     groups)
         if start is not None:
             sampler.set_epoch(start.epoch)
             sampler.skip(start.batches * batch_size)

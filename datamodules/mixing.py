@@ -13,6 +13,7 @@ import bisect
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset
 
@@ -80,6 +81,19 @@ class MixedDataset(Dataset):
             return part, offset % size
         order = torch.randperm(size, generator=torch.Generator().manual_seed(epoch_seed * 1_009 + part))
         return part, int(order[offset - whole])
+
+    def groups(self, epoch_seed: int) -> np.ndarray | None:
+        """The shard of each mixed position in the epoch of ``epoch_seed`` (None when a part is read from files)."""
+        shards = []
+        for part, (dataset, count) in enumerate(zip(self.parts, self.counts)):
+            of_part = dataset.groups(epoch_seed)
+            if of_part is None:
+                return None
+            whole = (count.per_epoch // count.samples) * count.samples
+            rest = torch.randperm(count.samples, generator=torch.Generator().manual_seed(epoch_seed * 1_009 + part))
+            samples = np.concatenate([np.arange(whole) % count.samples, rest[:count.per_epoch - whole].numpy()])
+            shards.append(of_part[samples])
+        return np.concatenate(shards)
 
     def __getitem__(self, key) -> dict:
         if isinstance(key, (tuple, list)):

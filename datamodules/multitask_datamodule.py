@@ -19,6 +19,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset
 
 from datamodules.base import SampleDataModule
+from datamodules.columns import StringTable
 from datamodules.coco_keypoints import load_instances
 from datamodules.dense.augment import DenseAugment
 from datamodules.dense_dataset import load_sample, to_item
@@ -44,8 +45,8 @@ class MultiTaskDataset(Dataset):
                  transform: DenseTransform, augment: bool, on_bad_sample: Literal["error", "skip"] = "error"):
         self.pose, self.dense, self.transform = pose, dense, transform
         self.augment, self.on_bad_sample = augment, on_bad_sample
-        self.names = [Path(inst.image_path).stem for inst in pose.instances]
-        for name in set(self.names):
+        self.stems = StringTable.of(Path(path).stem for path in pose.instances.images)  # per image
+        for name in self.stems:
             missing = [task for task in PRETRAINING_DENSE_TASKS if name not in dense[task]]
             if missing:
                 raise DataError(f"image {name}: no dense targets for {missing} (every image needs all of them)")
@@ -53,8 +54,12 @@ class MultiTaskDataset(Dataset):
     def __len__(self) -> int:
         return len(self.pose)
 
+    def name(self, index: int) -> str:
+        """The image name (file stem) of sample ``index``."""
+        return self.stems[int(self.pose.instances.image_index[index])]
+
     def item(self, index: int, rng) -> dict:
-        name = self.names[index]
+        name = self.name(index)
         data = {"image": read_image(str(self.dense[PRETRAINING_DENSE_TASKS[0]][name].image))}
         for task in PRETRAINING_DENSE_TASKS:  # the image decoded once for the four tasks' targets
             data.update(load_sample(self.dense[task][name], task, 29, image=data["image"]))
@@ -93,6 +98,8 @@ class MultiTaskDataModule(SampleDataModule):
         **kwargs,
     ):
         super().__init__(root=root, **kwargs)
+        if self.store is not None:
+            raise DataError("data.shards: multi-task pretraining reads the files of its dataset folder, not shards")
         self.pose_augment = as_dataclass(TopdownAugment, pose_augment)
         self.dense_augment = as_dataclass(DenseAugment, dense_augment)
         self.metainfo = load_metainfo(keypoints)

@@ -19,13 +19,18 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from datamodules.base import SampleDataModule
-from datamodules.coco_keypoints import load_detections, load_instances, map_keypoints
+from datamodules.coco_index import CocoIndex, CocoSource, coco_index, ensure_index
+from datamodules.coco_keypoints import load_detections
 from datamodules.data_check import DataReport, check_coco, fail_or_warn
 from datamodules.errors import DataError
 from datamodules.hparams import as_dataclass, as_dataclasses
+from datamodules.index_cache import IndexCache
 from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.mixing import MixedDataset
 from datamodules.pose_dataset import TopdownPoseDataset
+from datamodules.shards.writer import Part
+
+VAL_JSON = "val.json"  # the validation json's copy beside the shards
 from datamodules.transforms.topdown import TopdownAugment
 
 
@@ -69,6 +74,11 @@ class PoseDataModule(SampleDataModule):
         augment: Training augmentation.
         train: Several training datasets, each with its own root, paths, keypoint set and repeat; replaces
             ``train_ann`` / ``train_images`` (validation stays ``root`` / ``val_ann``).
+        index_cache: Cache each json's checked instance index, so that later starts (and the other processes
+            of a run) read it in a second instead of parsing and checking the json; rebuilt when the json or an
+            option it depends on changes.
+        cache_dir: Folder of those caches (default: ``.sapiens2_ft_cache`` beside each annotation file; give a
+            writable folder when the data's is read-only).
     """
 
     def __init__(
@@ -84,9 +94,12 @@ class PoseDataModule(SampleDataModule):
         min_keypoints: int = 1,
         augment: TopdownAugment = TopdownAugment(),
         train: list[PoseSource] | None = None,
+        index_cache: bool = True,
+        cache_dir: str | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.cache = IndexCache(cache_dir) if index_cache else None
         self.augment = as_dataclass(TopdownAugment, augment)
         self.metainfo = load_metainfo(keypoints)
         self.sources = as_dataclasses(PoseSource, train)
@@ -97,6 +110,9 @@ class PoseDataModule(SampleDataModule):
 
     @property
     def val_annotation_file(self) -> Path:
+        """The validation json (the ground truth of OKS AP); with ``data.shards``, the copy beside them."""
+        if self.store is not None:
+            return self.store.path(VAL_JSON)
         return self.root / self.hparams.val_ann
 
     def _report(self, split: str, count: int, skipped) -> None:
@@ -115,46 +131,100 @@ class PoseDataModule(SampleDataModule):
     def check(self, decode: bool = True) -> DataReport:
         """Every problem of the train and val annotations (and, with ``decode``, of every image file)."""
         hp, report = self.hparams, DataReport()
+        crop = (hp.box_padding, hp.input_size[1] / hp.input_size[0])
         for split, ann, images, keypoints in self.train_sources():
-            check_coco(ann, images, load_metainfo(keypoints), report, split, decode)
-        check_coco(self.val_annotation_file, self.root / hp.val_images, self.metainfo, report, "val", decode)
+            check_coco(ann, images, load_metainfo(keypoints), report, split, decode, crop)
+        check_coco(self.val_annotation_file, self.root / hp.val_images, self.metainfo, report, "val", decode, crop)
         return report
 
-    def _train_set(self, split: str, ann: Path, images: Path, keypoints: str, bad: set) -> TopdownPoseDataset:
-        """One training dataset, its keypoints mapped onto the run's set by name."""
+    def coco_sources(self, train: bool, val: bool) -> list[tuple[str, CocoSource]]:
+        """(split name, what its index is built from) of the training jsons (``train``) and the validation one."""
         hp = self.hparams
-        metainfo = load_metainfo(keypoints)
-        instances, skipped = load_instances(ann, images, metainfo, hp.min_keypoints, hp.on_bad_sample, bad)
-        if metainfo.name != self.metainfo.name or metainfo.keypoint_names != self.metainfo.keypoint_names:
-            instances, unused, missing = map_keypoints(instances, metainfo, self.metainfo)
-            rank_zero_info(f"{split}: keypoint set '{metainfo.name}' mapped onto '{self.metainfo.name}' by name; "
-                           f"missing (weight 0): {missing or 'none'}; not used: {unused or 'none'}")
-            kept = [i for i in instances if (i.visibility > 0).sum() >= hp.min_keypoints]
-            if len(kept) < len(instances):
-                skipped["too few keypoints of the run's set"] += len(instances) - len(kept)
-            instances = kept
-        if not instances:
-            raise DataError(f"{ann}: no usable person instances (skipped: {dict(skipped)})")
-        self._report(split, len(instances), skipped)
-        return TopdownPoseDataset(instances, self.metainfo, hp.input_size, self.augment, hp.box_padding,
+        crop = (hp.box_padding, hp.input_size[1] / hp.input_size[0])
+        out = [(split, CocoSource(ann, images, load_metainfo(keypoints), self.metainfo, hp.min_keypoints,
+                                  hp.on_bad_sample, crop)) for split, ann, images, keypoints in self.train_sources()]
+        val_source = CocoSource(self.val_annotation_file, self.root / hp.val_images, self.metainfo, self.metainfo, 1,
+                                hp.on_bad_sample, crop, leave_out_bad=False)
+        return (out if train else []) + ([("val", val_source)] if val else [])
+
+    def prepare_data(self) -> None:
+        """Builds the missing index caches once per node (Lightning runs this on each node's first process while
+        the others wait; ``setup`` then reads them). A json whose check fails is left to ``setup`` to report."""
+        super().prepare_data()
+        if self.cache is None or self.store is not None:
+            return
+        fn = getattr(getattr(getattr(self, "trainer", None), "state", None), "fn", None)
+        train = fn is None or fn == "fit"
+        for _, source in self.coco_sources(train, val=True):
+            ensure_index(source, self.cache)
+
+    def _train_set(self, split: str, source: CocoSource, index: CocoIndex) -> TopdownPoseDataset:
+        """One training dataset, its keypoints mapped onto the run's set by name."""
+        hp, names = self.hparams, source.keypoints.keypoint_names
+        if source.keypoints.name != self.metainfo.name or names != self.metainfo.keypoint_names:
+            missing = [n for n in self.metainfo.keypoint_names if n not in names]
+            unused = [n for n in names if n not in self.metainfo.keypoint_names]
+            rank_zero_info(f"{split}: keypoint set '{source.keypoints.name}' mapped onto '{self.metainfo.name}' by "
+                           f"name; missing (weight 0): {missing or 'none'}; not used: {unused or 'none'}")
+        if not len(index.instances):
+            raise DataError(f"{source.ann_file}: no usable person instances (skipped: {dict(index.skipped)})")
+        self._report(split, len(index.instances), index.skipped)
+        return TopdownPoseDataset(index.instances, self.metainfo, hp.input_size, self.augment, hp.box_padding,
                                   hp.on_bad_sample)
 
+    def shard_parts(self, split: str) -> list[TopdownPoseDataset]:
+        """The datasets of ``split`` in ``data.shards`` (a training mix: one per dataset)."""
+        hp, index = self.hparams, self.shard_index("pose")
+        if index.meta["keypoints"] != list(self.metainfo.keypoint_names):
+            raise DataError(f"data.shards {self.store.location}: written for the keypoints {index.meta['keypoints']}, "
+                            f"the run's set '{self.metainfo.name}' has {list(self.metainfo.keypoint_names)}")
+        augment = self.augment if split == "train" else None
+        parts, listed = [], index.parts(split)
+        for part in listed:
+            instances, files = index.pose_part(part["key"])
+            self._report(f"{split}/{part['name']}" if len(listed) > 1 else split, len(instances), {})
+            parts.append(TopdownPoseDataset(instances, self.metainfo, hp.input_size, augment, hp.box_padding,
+                                            hp.on_bad_sample, image_files=files))
+        return parts
+
     def setup(self, stage: str | None = None) -> None:
+        """Lists and checks the jsons (from the index cache where it holds them), then builds the datasets."""
         hp = self.hparams
-        if stage in ("fit", None) and self.train_set is None:
-            report = fail_or_warn(self.check(decode=False), hp.on_bad_sample)
-            parts = [self._train_set(split, ann, images, keypoints, report.bad_annotations.get(str(ann), set()))
-                     for split, ann, images, keypoints in self.train_sources()]
+        train = stage in ("fit", None) and self.train_set is None
+        val = stage in ("fit", "validate", None) and self.val_set is None
+        if not (train or val):
+            return
+        if self.store is not None:
+            self.setup_from_shards("pose", train, val)
+            return
+        sources = self.coco_sources(train, val)
+        indexes = [coco_index(source, self.cache) for _, source in sources]
+        report = DataReport()
+        for (split, _), index in zip(sources, indexes):
+            index.add_to(report, split)
+        fail_or_warn(report, hp.on_bad_sample)
+        unusable = [source.ann_file for (_, source), index in zip(sources, indexes) if index.instances is None]
+        if unusable:
+            raise DataError(f"{unusable[0]}: unusable annotation file:\n" + report.format())
+        if train:
+            parts = [self._train_set(split, source, index)
+                     for (split, source), index in zip(sources, indexes) if split != "val"]
             self.train_set = parts[0] if self.sources is None else self.mix(parts, self.sources)
-        if stage in ("fit", "validate", None) and self.val_set is None:
+        if val:
             if hp.val_detections:
-                val, skipped = load_detections(self.root / hp.val_detections, self.val_annotation_file,
-                                               self.root / hp.val_images, self.metainfo, hp.det_score_threshold)
+                instances, skipped = load_detections(self.root / hp.val_detections, self.val_annotation_file,
+                                                     self.root / hp.val_images, self.metainfo, hp.det_score_threshold)
             else:
-                val, skipped = load_instances(self.val_annotation_file, self.root / hp.val_images, self.metainfo,
-                                              1, hp.on_bad_sample)
-            self._report("val", len(val), skipped)
-            self.val_set = TopdownPoseDataset(val, self.metainfo, hp.input_size, None, hp.box_padding, hp.on_bad_sample)
+                instances, skipped = indexes[-1].instances, indexes[-1].skipped
+            self._report("val", len(instances), skipped)
+            self.val_set = TopdownPoseDataset(instances, self.metainfo, hp.input_size, None, hp.box_padding,
+                                              hp.on_bad_sample)
+
+    def shard_splits(self) -> tuple[dict[str, list[Part]], dict[str, Path], dict]:
+        """What ``write_shards`` writes of this data (after ``setup("fit")``): the datasets, the validation json
+        beside them and the keypoint names."""
+        return self.written_parts(), {VAL_JSON: self.val_annotation_file}, {
+            "keypoints": list(self.metainfo.keypoint_names)}
 
     def train_dataloader(self) -> DataLoader:
         return self.loader(self.train_set, train=True)

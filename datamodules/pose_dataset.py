@@ -8,10 +8,11 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from datamodules.coco_keypoints import PoseInstance
 from datamodules.images import read_image
 from datamodules.keypoints.metainfo import KeypointMetainfo
 from datamodules.loaders import is_padding, replace_bad_samples, sample_rng
+from datamodules.pose_instances import PoseInstance, PoseInstances, as_instances
+from datamodules.shards.index import ShardFiles
 from datamodules.transforms import affine
 from datamodules.transforms.photometric import pose_photometric_pipeline
 from datamodules.transforms.topdown import TopdownAugment, half_body_box, random_box
@@ -24,12 +25,17 @@ class TopdownPoseDataset(Dataset):
     and inside the crop (0 <= x < W, 0 <= y < H, upstream's rule); ``inverse_affine`` (2, 3) crop -> image
     pixels; ``image_id``; ``box_score``; ``area``; ``index``. The crop is bilinear when it shrinks the image,
     bicubic when it enlarges it (upstream's ``INTER_AREA`` / ``INTER_CUBIC``).
+
+    ``instances``: ``PoseInstances`` (a list of ``PoseInstance`` is turned into them: columns that the loader
+    workers share). ``image_files``: where each image lies in the shards (``datamodules.shards``; None: read the
+    image files).
     """
 
-    def __init__(self, instances: list[PoseInstance], metainfo: KeypointMetainfo, input_size: tuple[int, int],
-                 augment: TopdownAugment | None = None, box_padding: float = 1.25,
-                 on_bad_sample: Literal["error", "skip"] = "error"):
-        self.instances = instances
+    def __init__(self, instances: PoseInstances | list[PoseInstance], metainfo: KeypointMetainfo,
+                 input_size: tuple[int, int], augment: TopdownAugment | None = None, box_padding: float = 1.25,
+                 on_bad_sample: Literal["error", "skip"] = "error", image_files: ShardFiles | None = None):
+        self.instances = as_instances(instances, metainfo.num_keypoints)
+        self.image_files = image_files
         self.metainfo = metainfo
         self.input_size = tuple(input_size)
         self.aspect_ratio = input_size[1] / input_size[0]
@@ -46,6 +52,10 @@ class TopdownPoseDataset(Dataset):
 
     def __len__(self) -> int:
         return len(self.instances)
+
+    def groups(self, epoch_seed: int) -> np.ndarray | None:
+        """The shard of each sample (read in blocks by the training sampler); None when read from files."""
+        return None if self.image_files is None else self.image_files.shard[self.instances.image_index]
 
     def rng(self) -> np.random.Generator:
         """Fallback for plain integer keys: one generator per worker process, seeded from torch and
@@ -89,7 +99,9 @@ class TopdownPoseDataset(Dataset):
         inst = self.instances[index]
         visible = inst.visibility > 0
         matrix, flip = self._crop(inst, visible, rng)
-        image = affine.warp_image(read_image(inst.image_path), matrix, self.input_size,
+        source = inst.image_path if self.image_files is None else self.image_files.open(
+            int(self.instances.image_index[index]), inst.image_path)
+        image = affine.warp_image(read_image(source), matrix, self.input_size,
                                   affine.crop_interpolation(matrix))
         keypoints = affine.transform_points(inst.keypoints.astype(np.float64), matrix)
         weights = visible.astype(np.float32)

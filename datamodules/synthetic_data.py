@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from datamodules.errors import DataError
+
 
 @dataclass
 class SyntheticData:
@@ -31,5 +33,8 @@ def render_if_missing(root: Path, synthetic: SyntheticData | None) -> None:
         return
     from datamodules.synthetic import ensure_dataset  # the renderer loads only where a config asks for it
 
-    ensure_dataset(root, synthetic.num_images, synthetic.seed, height=synthetic.height, width=synthetic.width,
-                   val_fraction=synthetic.val_fraction)
+    try:
+        ensure_dataset(root, synthetic.num_images, synthetic.seed, height=synthetic.height, width=synthetic.width,
+                       val_fraction=synthetic.val_fraction)
+    except FileExistsError as err:  # a folder of other files (or one in use): the renderer refuses to write there
+        raise DataError(f"data.synthetic: {err} (or leave data.synthetic unset to train on the data in it)") from None

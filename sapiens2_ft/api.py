@@ -71,12 +71,19 @@ def train(config: str | Path | Sequence[str | Path], **overrides) -> dict:
         return main(args)
 
 
-def export(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None) -> Path:
-    """A training checkpoint (``.ckpt`` or FSDP2 directory) as a Hugging Face model directory ``out``, as
-    ``python -m sapiens2_ft.export`` writes it; optionally uploaded to the Hub repo ``push_to_hub``."""
+def export(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None, private: bool = False,
+           overwrite: bool = False) -> Path:
+    """A training checkpoint (``.ckpt`` or FSDP2 directory) as a Hugging Face model directory ``out`` with its model
+    card, as ``python -m sapiens2_ft.export`` writes it; optionally uploaded to the Hub repo ``push_to_hub``
+    (``private``: a new repository is private). A refusal of the Hub is a ``CommandError`` of one line.
+    ``overwrite``: ``out`` may hold other files (the export's own are replaced, the others stay)."""
     from sapiens2_ft.training.hf_export import export_checkpoint
+    from sapiens2_ft.training.hub import HubError
 
-    return export_checkpoint(checkpoint, out, push_to_hub)
+    try:
+        return export_checkpoint(checkpoint, out, push_to_hub, private, overwrite)
+    except HubError as err:
+        raise CommandError(f"export: {err}") from None
 
 
 def load(model: str | Path, device: str | None = None, keypoints: str | None = None,
@@ -115,6 +122,7 @@ class Predictor:
 
     def __init__(self, module, task: str, bf16: bool = False):
         self.module, self.task, self.bf16 = module, task, bf16
+        self._detector = None
         self.labels = list(getattr(module, "labels", None) or [])
 
     @property
@@ -127,8 +135,9 @@ class Predictor:
                 focal: float | None = None) -> list[dict]:
         """Results for ``images``: a path (image or folder), an RGB uint8 array (H, W, 3), or a list of either.
 
-        ``boxes`` (pose): None (each image is one person), one ``[x, y, w, h(, score)]`` array per image, or a
-        callable mapping a list of images to such arrays, e.g. ``sapiens2_ft.models.detector.PersonDetector()``.
+        ``boxes`` (pose): None (the people the default person detector finds, ``models.detector.PersonDetector()``,
+        loaded once), ``"whole_image"`` (each image is one person), one ``[x, y, w, h(, score)]`` array per image,
+        or a callable mapping a list of images to such arrays (e.g. a ``PersonDetector`` of your choice).
         ``focal`` (pointmap): the camera's fx in the images' pixels; metric points by it, not the predicted focal.
         """
         import torch
@@ -141,7 +150,9 @@ class Predictor:
             raise ValueError(f"boxes are for pose models; this one is {self.task}")
         if focal is not None and self.is_pose:
             raise ValueError("focal is for pointmap models; this one is pose")
-        if boxes is not None and not callable(boxes) and len(boxes) != len(arrays):
+        if self.is_pose and boxes is None:
+            boxes = self.detector()
+        if boxes is not None and not callable(boxes) and not isinstance(boxes, str) and len(boxes) != len(arrays):
             raise ValueError(f"boxes: {len(boxes)} entries for {len(arrays)} images (one array per image)")
         device_type = torch.device(self.module.device).type
         results: list[dict] = []
@@ -163,7 +174,7 @@ class Predictor:
         """Results for the frames of a video, in order, as they come (``batch_size`` frames at a time): ``predict``'s
         result of each frame plus ``frame`` (its index) and ``time`` (index / ``fps``); pose people also get a
         ``track_id`` (``predict``'s IoU tracker over their boxes). ``frames``: an iterable of RGB uint8 arrays or
-        image paths. ``boxes`` (pose): None, a callable (a detector), or one array per frame.
+        image paths. ``boxes`` (pose): as ``predict``'s (None: the default person detector), one array per frame.
 
         ``smooth``: True (the defaults) or a ``sapiens2_ft.predict.smoothing.SmoothOptions``: each track's keypoints
         One-Euro-filtered and, with its ``map_weight`` below 1, dense maps blended over the frames, as
@@ -181,6 +192,8 @@ class Predictor:
             raise ValueError("smooth: " + "; ".join(options.problems()))
         if boxes is not None and not self.is_pose:
             raise ValueError(f"boxes are for pose models; this one is {self.task}")
+        if self.is_pose and boxes is None:
+            boxes = self.detector()
         people = VideoPeople(fps, options)
         blend = MapBlend(options.map_weight if options is not None else 1.0)
         device_type = torch.device(self.module.device).type
@@ -201,6 +214,19 @@ class Predictor:
                 yield {"frame": index, "time": index / fps, "name": name, **result}
                 index += 1
 
+    def detector(self):
+        """The default person detector on this model's device, loaded at the first use."""
+        if self._detector is None:
+            from sapiens2_ft.models.detector import DEFAULT_DETECTOR, DetectorError, PersonDetector
+
+            try:
+                self._detector = PersonDetector(device=str(self.module.device))
+            except DetectorError as err:
+                raise CommandError(f"predict: {err}\nPose needs the people's boxes: boxes=PersonDetector(DIR) (a local "
+                                   f"copy of {DEFAULT_DETECTOR} or another detector), one box array per image, or "
+                                   f"boxes='whole_image' (each image is one person)") from None
+        return self._detector
+
     def __repr__(self) -> str:
         return f"Predictor(task={self.task!r}, labels={len(self.labels)}, device={self.module.device})"
 
@@ -209,8 +235,10 @@ def person_boxes(boxes: Boxes, images: list[np.ndarray], start: int) -> list[np.
     """(N, 5) ``[x, y, w, h, score]`` per image of a chunk starting at image ``start``."""
     from sapiens2_ft.predict.boxes import whole_image
 
-    if boxes is None:
+    if boxes == "whole_image":
         return whole_image([], images)
+    if isinstance(boxes, str):
+        raise ValueError(f"boxes: {boxes!r} is not a box source ('whole_image', arrays or a callable)")
     found = boxes(images) if callable(boxes) else boxes[start:start + len(images)]
     out = []
     for k, b in enumerate(found):

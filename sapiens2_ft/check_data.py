@@ -21,10 +21,11 @@ from pathlib import Path
 
 from jsonargparse.typing import NonNegativeInt
 
+from datamodules.errors import DataError
 from sapiens2_ft.compat import cli_value
 from sapiens2_ft.tasks.sample_sheet import SHEET_FILE, data_sheet, sheet_labels, split_batch, write_sheet
 from sapiens2_ft.training.cli import Sapiens2CLI, resolve_config_args, task_of
-from sapiens2_ft.training.config_safety import check_class_paths
+from sapiens2_ft.training.config_safety import check_parsed_recipe
 
 
 class DataCheckCLI(Sapiens2CLI):
@@ -38,7 +39,7 @@ class DataCheckCLI(Sapiens2CLI):
         parser.add_argument("--out", default=".", help=f"Folder of {SHEET_FILE} (default: the current directory)")
 
     def before_instantiate_classes(self) -> None:
-        check_class_paths(self.config.as_dict())
+        check_parsed_recipe(self.config.as_dict())
 
     def instantiate_classes(self) -> None:
         self.config_init = self.parser.instantiate_classes(self.config)
@@ -80,8 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = resolve_config_args(sys.argv[1:] if argv is None else argv)
     cli = DataCheckCLI(task_of(argv), args=argv, run=False, seed_everything_default=0,
                        auto_configure_optimizers=False)
-    cli.datamodule.prepare_data()  # the demo configs render their synthetic data first
-    report = cli.datamodule.check(decode=True)
+    if cli.datamodule.store is not None:
+        raise SystemExit("check_data reads dataset files: leave out data.shards (shards are written from checked data)")
+    try:
+        cli.datamodule.prepare_data()  # the demo configs render their synthetic data first
+        report = cli.datamodule.check(decode=True)
+    except DataError as err:
+        raise SystemExit(f"check_data: {err}") from None
     print(report.format())
     if report.fatal:
         print(f"{len(report.fatal)} fatal problems: fix them, or train with data.on_bad_sample: skip")

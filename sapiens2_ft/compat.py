@@ -1,4 +1,4 @@
-"""Every use of a Lightning or torchmetrics internal, one small function each (``tests/test_compat.py`` runs each
+"""Every use of a Lightning, torchmetrics or jsonargparse internal, one small function each (``tests/test_compat.py`` runs each
 against the installed versions; pyproject caps lightning below its next minor release).
 
 Each docstring names the internal it relies on. When an upgrade breaks one, it is fixed here only. This module
@@ -7,8 +7,9 @@ imports nothing of this project, so every layer may use it.
 
 from __future__ import annotations
 
+import contextlib
 import csv
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import lightning as L
 from lightning.pytorch.cli import LightningCLI
@@ -63,6 +64,19 @@ def validation_runs_now(trainer: L.Trainer) -> bool:
     return bool(trainer.enable_validation and loop.epoch_loop._should_check_val_fx(loop._data_fetcher))
 
 
+def validate_in_fit(trainer: L.Trainer) -> None:
+    """Run the fit loop's validation now (from ``on_train_start``: a validation before the first step), logged at
+    the current step as the loop's own validations are. Relies on ``_TrainingEpochLoop.val_loop.run()`` and the
+    state ``_TrainingEpochLoop.on_advance_end`` sets around it (``trainer.validating``, then ``trainer.training``,
+    and ``_LoggerConnector._first_loop_iter`` kept)."""
+    loop = trainer.fit_loop.epoch_loop
+    trainer.validating = True
+    first_loop_iter = trainer._logger_connector._first_loop_iter
+    loop.val_loop.run()
+    trainer.training = True
+    trainer._logger_connector._first_loop_iter = first_loop_iter
+
+
 def rebuild_train_loader(trainer: L.Trainer) -> None:
     """Drop the fit loop's train loader and its iterator, so that fitting requests and iterates a new one.
     Relies on ``_FitLoop.setup_data()`` building the loader only while ``_FitLoop._combined_loader`` is None,
@@ -91,3 +105,22 @@ class SyncPreparation:
     def _sync_dist(self, dist_sync_fn: Callable = gather_all_tensors, process_group: Any | None = None) -> None:
         self.before_sync()
         super()._sync_dist(dist_sync_fn, process_group=process_group)
+
+
+@contextlib.contextmanager
+def only_imports_under(allowed: list[str]) -> Iterator[None]:
+    """Inside the block jsonargparse imports no path that a parsed value names (a ``class_path``, a function, a
+    type) unless it is under one of the dot paths ``allowed``; it checks the string before importing anything,
+    and fails the parse. Its import path policy (``set_parsing_settings(import_path_denylist=["*"],
+    import_path_allowlist=...)``) can only be extended: the block restores it from
+    ``jsonargparse._common.parsing_settings``, so one parse's allowed paths do not reach the next."""
+    from jsonargparse import set_parsing_settings
+    from jsonargparse._common import parsing_settings
+
+    keys = ("import_path_verdicts", "import_paths_enforced")
+    saved = {key: parsing_settings[key] for key in keys}
+    set_parsing_settings(import_path_denylist=["*"], import_path_allowlist=list(allowed))
+    try:
+        yield
+    finally:
+        parsing_settings.update(saved)

@@ -25,10 +25,12 @@ COMMANDS: dict[str, Command] = {
     "evaluate": Command(("sapiens2_ft.evaluate",), "score a checkpoint, export or hub model on a config's val split"),
     "export": Command(("sapiens2_ft.export",), "a training checkpoint as a Hugging Face model directory"),
     "check-data": Command(("sapiens2_ft.check_data",), "check every sample of a config's data before training"),
+    "write-shards": Command(("sapiens2_ft.write_shards",), "a config's data as tar shards (data.shards)"),
     "memory": Command(("sapiens2_ft.memory",), "memory per device of a config, before launch"),
     "detect": Command(("sapiens2_ft.detect",), "person boxes for a pose config's validation images"),
     "convert": Command(("sapiens2_ft.convert.__main__",),
                        "an annotation tool's export in the layouts the recipes read"),
+    "app": Command(("sapiens2_ft.app.cli",), "a web demo of fine-tuned models, or a Space serving it (Gradio)"),
 }
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from datamodules.paths import inside
 from sapiens2_ft.check_data import DataCheckCLI
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR, box_iou, xywh_to_xyxy
 from sapiens2_ft.predict.boxes import add_box_arguments, box_source
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> Path:
     out = Path(args.out) if args.out else data.root / "val_detections.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     source = box_source(args, out.parent)
-    items = [(im["id"], images_dir / im["file_name"]) for im in coco["images"]]
+    items = [(im["id"], path) for im in coco["images"] if (path := inside(images_dir, images_dir / im["file_name"]))]
     found: dict[int, np.ndarray] = {}
     for start in tqdm(range(0, len(items), args.batch_size), desc="detect", unit="batch"):
         chunk = items[start:start + args.batch_size]

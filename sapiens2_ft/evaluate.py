@@ -9,7 +9,8 @@ boxes of ``--boxes FILE`` (COCO detections json, as ``--data.val_detections``) o
 
 Writes into ``--out`` (default ``eval/<config>``): ``metrics.json`` (the val metrics, the model, the step),
 the task's predictions (pose ``predictions.json`` in the COCO results format; dense ``predictions/``),
-``diagnostics/`` (per-keypoint or per-class tables and charts) and ``panels/`` (truth beside prediction).
+``diagnostics/`` (per-keypoint or per-class tables and charts) and ``panels/`` (truth beside prediction). An exported
+directory's model card gets these metrics (``training/model_card.py``: its results on this data folder replaced).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from sapiens2_ft.tasks.registry import task_of_config
 from sapiens2_ft.training.callbacks.diagnostics import write_diagnostics
 from sapiens2_ft.training.cli import resolve_config_args, task_of
 from sapiens2_ft.training.hf_export import exported_input_size
+from sapiens2_ft.training.model_card import dataset_entry, refresh_results
 from sapiens2_ft.training.run_dir import run_name
 
 PANELS = 4  # validation samples drawn into panels/
@@ -50,19 +52,11 @@ def model_input_size(model: str) -> list[int]:
     from transformers import Sapiens2Config
 
     directory = resolve_model(model)
-    return exported_input_size(directory, Sapiens2Config.from_pretrained(directory))
+    return exported_input_size(directory, Sapiens2Config.from_pretrained(directory, trust_remote_code=False))
 
 
 def sets(argv: list[str], key: str) -> bool:
     return any(a == key or a.startswith(key + "=") for a in argv)
-
-
-def differences(model_labels: list[str], data_labels: list[str]) -> str:
-    missing = [n for n in data_labels if n not in model_labels]
-    extra = [n for n in model_labels if n not in data_labels]
-    if not missing and not extra:
-        return "the same names in another order"
-    return f"the data has {missing[:8]} that the model lacks, the model {extra[:8]} that the data lacks"
 
 
 def evaluation_module(recipe_module, model: str):
@@ -80,18 +74,20 @@ def evaluation_module(recipe_module, model: str):
     from transformers import Sapiens2Config
 
     directory = resolve_model(model)
-    config = Sapiens2Config.from_pretrained(directory)
+    config = Sapiens2Config.from_pretrained(directory, trust_remote_code=False)
     architecture = (config.architectures or ["Sapiens2Model"])[0]
     task = task_of_config(config)
     if task != recipe_module.task:
         raise SystemExit(f"--model: {model} holds a {architecture} ({task or 'no task'} model); the config trains "
                          f"{recipe_module.task}")
-    labels = [config.id2label[i] for i in range(config.num_labels)]
-    if labels != list(recipe_module.labels):
-        raise SystemExit(f"--model: {model} predicts {len(labels)} labels, the config's data has "
-                         f"{len(recipe_module.labels)}: {differences(labels, list(recipe_module.labels))}. Evaluate "
-                         f"with the model's label set (--data.keypoints / --data.class_names)")
-    kwargs.update(pretrained=str(directory), init_from=None, **module_class.options_from_config(config))
+    label_arg = recipe_module.spec.label_arg  # the recipe's labels, each the model's row of the same name
+    labels = (kwargs.get(label_arg) or list(recipe_module.labels)) if label_arg else None
+    try:
+        options = module_class.options_from_model(directory, config, labels)
+    except ValueError as err:
+        raise SystemExit(f"--model: {err}. Evaluate with the model's label set (--data.keypoints / "
+                         f"--data.class_names)") from None
+    kwargs.update(pretrained=str(directory), init_from=None, pretraining_head=False, **options)
     return module_class(**kwargs), None
 
 
@@ -156,6 +152,11 @@ def main(argv: list[str] | None = None) -> dict:
     except (CheckpointError, FileNotFoundError, ValueError) as err:
         raise SystemExit(f"evaluate: {err}") from None
     samples = len(data.val_dataloader().dataset)
+    if samples == 0 and (args.boxes or args.detector):
+        why = "the --boxes file lists none" if args.boxes else \
+            f"the detector found none above --det_threshold {args.det_threshold}"
+        raise SystemExit(f"evaluate: no person box to crop in the validation images of {cli.config.data.get('root')} "
+                         f"({why})")
     if samples == 0:
         raise SystemExit(f"evaluate: the validation split of {cli.config.data.get('root')} has no samples")
     device = torch.device(args.device)
@@ -166,6 +167,9 @@ def main(argv: list[str] | None = None) -> dict:
                "input_size": list(module.hparams.input_size),
                "metrics": {k.removeprefix("val/"): float(v) for k, v in metrics.items()}}
     write_outputs(module, out, summary)
+    if Path(args.model, "config.json").is_file():  # a local export (not the hub cache): its card's results
+        boxes = "detected boxes" if args.boxes or args.detector else None
+        refresh_results(Path(args.model), task, summary["metrics"], dataset_entry(cli.config.data.get("root"), boxes))
     print(f"{task} on {samples} validation samples: "
           + "  ".join(f"{k}={v:.4f}" for k, v in summary["metrics"].items()) + f"\nwritten to {out}")
     return summary

@@ -222,7 +222,7 @@ def frozen_blocks(setup: Setup, num_blocks: int) -> int:
 
 def _size_of_pretrained(pretrained: str) -> str:
     if Path(pretrained).is_dir():
-        config = Sapiens2Config.from_pretrained(pretrained)
+        config = Sapiens2Config.from_pretrained(pretrained, trust_remote_code=False)
         size = presets.size_of(config.hidden_size, config.num_hidden_layers)
         if size is None:
             raise SystemExit(f"{pretrained}: hidden {config.hidden_size} x {config.num_hidden_layers} layers is not "
@@ -377,7 +377,10 @@ def batch_table(setup: Setup, lora_rank: int = 16) -> str:
 
 
 def main(argv: list[str] | None = None) -> Estimate:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
+    parser = argparse.ArgumentParser(
+        prog="python -m sapiens2_ft.memory", description=__doc__.splitlines()[0],
+        epilog="Besides these, it takes train.py's --config files and --key value overrides (python train.py --help "
+               "lists every key), e.g. --data.batch_size 4 --trainer.precision bf16-mixed.")
     parser.add_argument("--world_size", type=int, default=None, help="devices in total (default: from the config)")
     parser.add_argument("--device_memory_gb", type=float, default=80.0, help="memory of one device")
     parser.add_argument("--activation_checkpointing", type=int, default=None,

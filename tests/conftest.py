@@ -196,6 +196,18 @@ def tiny_detector_dir(tmp_path_factory) -> Path:
     return tiny_detector(tmp_path_factory.mktemp("tiny-rtdetr"))
 
 
+@pytest.fixture(scope="session")
+def released_hub(tiny_pose308_dir, tiny_detector_dir, tmp_path_factory) -> Path:
+    """A hub cache with the released pose model's id (a tiny 308-keypoint model saved with save_pretrained alone, as
+    the hub repo holds it) and the default person detector's (a tiny RT-DETR); use it with ``hub_cache.use_hub_cache``."""
+    from hub_cache import write_hub_cache
+
+    from sapiens2_ft.models.detector import DEFAULT_DETECTOR
+
+    return write_hub_cache(tmp_path_factory.mktemp("hub"), {"facebook/sapiens2-pose-0.4b": tiny_pose308_dir,
+                                                             DEFAULT_DETECTOR: tiny_detector_dir})
+
+
 DEMO_IMAGES = 300  # the demo tests' data: 240 train / 60 val images of the demos' seed 0
 
 

@@ -137,7 +137,37 @@ def render() -> str:
         else:
             seen_data[key] = task
             lines += _table(data)
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + label_sets()) + "\n"
+
+
+def label_sets() -> list[str]:
+    """The built-in label sets: the 29 Sapiens2 body-part classes and the keypoint sets."""
+    from datamodules.body_parts import SAPIENS2_PART_CLASSES
+    from datamodules.keypoints.metainfo import BUILTIN_DIR, load_metainfo
+
+    lines = ["", "## Label sets", "", "### The Sapiens2 body-part classes (`task: seg`, the default `data.class_names`)",
+             "", "The rows of the released seg heads; `data.class_names` of your own set takes the rows of the same "
+             "names from them.", "", "| id | class | id | class | id | class |", "|---|---|---|---|---|---|"]
+    names = list(SAPIENS2_PART_CLASSES)
+    third = -(-len(names) // 3)
+    for row in range(third):
+        cells = [f"{k} | `{names[k]}`" for k in (row, row + third, row + 2 * third) if k < len(names)]
+        lines.append("| " + " | ".join(cells + ["|"] * (3 - len(cells))).rstrip(" |") + " |")
+    lines += ["", "### Built-in keypoint sets (`data.keypoints`, `predict --keypoints`)", "",
+              "The last column: how many of the set's keypoints are rows of the released 308-keypoint heads (by name: "
+              "`predict --keypoints SET` of a released model gives these; training starts them from its head).", "",
+              "| set | keypoints | groups (`val/AP_<group>`) | first keypoints | rows of `sapiens2_308` |",
+              "|---|---|---|---|---|"]
+    released = set(load_metainfo("sapiens2_308").keypoint_names)
+    for path in sorted(BUILTIN_DIR.glob("*.yaml")):
+        info = load_metainfo(path.stem)
+        groups = ", ".join(f"{g} ({len(ids)})" for g, ids in info.groups) or "-"
+        missing = [n for n in info.keypoint_names if n not in released]
+        rows = f"{info.num_keypoints - len(missing)} of {info.num_keypoints}" + (
+            f" (not: {', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''})" if missing else "")
+        lines.append(f"| `{path.stem}` | {info.num_keypoints} | {groups} | {', '.join(info.keypoint_names[:6])}, ... "
+                     f"| {rows} |")
+    return lines
 
 
 def main() -> None:

@@ -29,7 +29,8 @@ import yaml
 from safetensors.torch import save_file
 from transformers import Sapiens2Config, Sapiens2Model
 
-from sapiens2_ft.models.pretraining_heads import HEADS_FILE
+from sapiens2_ft.models.pretraining_heads import HEADS_FILE, labels_key
+from sapiens2_ft.tasks.multitask.module import MultiTaskModule
 
 # The shared backbone's keys in a multi-task checkpoint (before 2026-12-03: without the leading "model.").
 PREFIXES = ("model.backbone.backbone.", "backbone.backbone.")
@@ -88,7 +89,8 @@ def save_backbone(checkpoint: Path, out: Path, summary: dict) -> None:
     heads = {k[len(HEADS_PREFIX):]: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
              for k, v in data["state_dict"].items() if k.startswith(HEADS_PREFIX)}
     if heads:  # where continued pretraining takes them from (multi-task checkpoints since 2026-12-03)
-        save_file(heads, out / HEADS_FILE)
+        rows = MultiTaskModule.head_labels(data.get("hyper_parameters") or {})  # fine-tuning maps rows by name
+        save_file(heads, out / HEADS_FILE, metadata={labels_key(task): json.dumps(names) for task, names in rows.items()})
     (out / "PRETRAINING.json").write_text(json.dumps({
         "recipe": "configs/pretrain_demo_backbone.yaml (tools/pretrain_demo_backbone.py)",
         "steps": int(data.get("global_step", 0)), **summary, **record}, indent=2))

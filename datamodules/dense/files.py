@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Iterator, Literal, Sequence
 
+from datamodules.columns import StringTable
 from datamodules.dense.targets import target_spec
 from datamodules.errors import DataError
 
@@ -38,13 +39,48 @@ class DenseSample:
     files: dict[str, Path] = field(default_factory=dict)
 
 
+class DenseSamples:
+    """Samples as string columns (``datamodules.columns``): names, image paths and one column of paths per
+    file kind (empty where a sample has no such file). Indexing gives a ``DenseSample``."""
+
+    def __init__(self, names: StringTable, images: StringTable, files: dict[str, StringTable]):
+        if any(len(column) != len(names) for column in (images, *files.values())):
+            raise ValueError("DenseSamples: every column needs one entry per sample")
+        self.names, self.images, self.files = names, images, files
+
+    @classmethod
+    def of(cls, samples: Sequence[DenseSample]) -> "DenseSamples":
+        kinds = list(dict.fromkeys(kind for s in samples for kind in s.files))
+        return cls(StringTable.of(s.name for s in samples), StringTable.of(str(s.image) for s in samples),
+                   {k: StringTable.of(str(s.files.get(k, "")) for s in samples) for k in kinds})
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, index: int) -> DenseSample:
+        index = int(index)
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"sample {index} out of range for {len(self)}")
+        paths = {kind: column[index] for kind, column in self.files.items()}
+        return DenseSample(self.names[index], Path(self.images[index]),
+                           {kind: Path(path) for kind, path in paths.items() if path})
+
+    def __iter__(self) -> Iterator[DenseSample]:
+        return (self[i] for i in range(len(self)))
+
+
+def as_samples(samples) -> DenseSamples:
+    """``DenseSamples`` as given, or the columns of a list of ``DenseSample``."""
+    return samples if isinstance(samples, DenseSamples) else DenseSamples.of(list(samples))
+
+
 def list_images(split_dir: Path) -> list[Path]:
     """The images of a split folder (``split_dir/images``), sorted."""
     return sorted(p for p in (split_dir / "images").iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
 
 
 def list_samples(root, split: str, task: str,
-                 on_bad_sample: Literal["error", "skip"] = "error") -> tuple[list[DenseSample], Counter]:
+                 on_bad_sample: Literal["error", "skip"] = "error") -> tuple[DenseSamples, Counter]:
     """Samples of ``root/split`` for ``task``, sorted by name, plus a Counter of skipped reasons.
 
     An image without a required target file raises DataError (``on_bad_sample="error"``) or is skipped.
@@ -72,4 +108,4 @@ def list_samples(root, split: str, task: str,
         samples.append(DenseSample(image.stem, image, files))
     if not samples:
         raise DataError(f"{image_dir}: no usable images for task {task!r} (skipped: {dict(skipped)})")
-    return samples, skipped
+    return DenseSamples.of(samples), skipped

@@ -18,7 +18,9 @@ A sample is a dict of numpy arrays: ``image`` HxWx3 uint8 plus any of ``labels``
 - a task's own map kind (its target spec's ``maps``: ``linear`` or ``nearest``) is warped by that rule and
   only mirrored by a flip, so a new kind is declared in its task's file, not added here.
 Padding: labels 255 (ignore; a rotation's corners may use 0), mask False, depth / pointmap / alpha /
-foreground / image 0. Photometric changes touch the image only.
+foreground / image 0. Colour changes of the image also change the maps that hold its colours (``COLOUR_MAPS``:
+the matting foreground, so that the image stays ``alpha x foreground + (1 - alpha) x background``); blur, noise and
+dropout touch the image only.
 """
 
 from __future__ import annotations
@@ -201,6 +203,7 @@ def resize_nearest(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 
 # The maps warp_sample knows how to warp; K (intrinsics) follows the matrix; other values pass unchanged.
+COLOUR_MAPS = ("foreground",)  # colours of the image: they take its colour changes (dense.transforms)
 WARPED_MAPS = ("image", "labels", "mask", "depth", "pointmap", "alpha", "foreground", "normals")
 # The warps a target spec may declare for map kinds of its own (``TargetSpec.maps``), padded with 0.
 MAP_WARPS = {"linear": cv2.INTER_LINEAR, "nearest": cv2.INTER_NEAREST}

@@ -10,10 +10,10 @@ import numpy as np
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
 from datamodules.dense.augment import PIPELINES, DenseAugment, resolve_augment
 from datamodules.dense.geometry import (
-    FITS, SAPIENS2_FLIP_CLASSES, check_flip_classes, fit_scale, flip_sample, letterbox_matrix, scale_offset_matrix,
+    COLOUR_MAPS, FITS, SAPIENS2_FLIP_CLASSES, check_flip_classes, fit_scale, flip_sample, letterbox_matrix, scale_offset_matrix,
     stretch_matrix, warp_sample,
 )
-from datamodules.transforms.photometric import photometric_pipeline
+from datamodules.transforms.photometric import colour_pipeline, degrade_pipeline
 
 
 class DenseTransform:
@@ -42,8 +42,8 @@ class DenseTransform:
         if augment is not None:
             self.augment = augment = resolve_augment(augment)
             if augment.pipeline == "generic":
-                self.photometric = photometric_pipeline(augment.photometric_prob, augment.blur_prob,
-                                                        augment.dropout_prob)
+                self.photometric = (colour_pipeline(augment.photometric_prob, COLOUR_MAPS),
+                                    degrade_pipeline(augment.blur_prob, augment.dropout_prob))
             else:
                 self.pipeline = PIPELINES[augment.pipeline](augment, self.input_size, self.flip_table, self.maps)
 
@@ -62,6 +62,18 @@ class DenseTransform:
             offsets.append(rng.uniform(min(0.0, spare), max(0.0, spare)))
         return scale_offset_matrix(scale, *offsets)
 
+    def change_pixels(self, out: dict, rng: np.random.Generator) -> dict:
+        """The generic pipeline's colour changes of the image and of the maps of its colours (``COLOUR_MAPS``, float
+        in [0, 1], changed as 8-bit images), then blur and dropout of the image alone."""
+        colour, degrade = self.photometric
+        colour.set_random_seed(int(rng.integers(2**31)))
+        degrade.set_random_seed(int(rng.integers(2**31)))
+        maps = {k: np.round(np.clip(out[k], 0, 1) * 255).astype(np.uint8) for k in COLOUR_MAPS if k in out}
+        changed = colour(image=out["image"], **maps)
+        out = {**out, **{k: changed[k].astype(np.float32) / 255.0 for k in maps}}
+        out["image"] = degrade(image=changed["image"])["image"]
+        return out
+
     def __call__(self, sample: dict, rng: np.random.Generator | None = None) -> dict:
         if rng is not None and self.pipeline is not None:
             return self.pipeline(sample, rng)
@@ -69,8 +81,7 @@ class DenseTransform:
         if rng is not None and self.augment is not None:
             flip = rng.random() < self.augment.flip_prob
             if self.photometric is not None:
-                self.photometric.set_random_seed(int(rng.integers(2**31)))
-                out["image"] = self.photometric(image=out["image"])["image"]
+                out = self.change_pixels(out, rng)
             if flip:  # last, as in dense_augment: a flipped sample is the exact mirror of the unflipped one
                 out = flip_sample(out, self.flip_table)
         return out

@@ -9,7 +9,11 @@ A keypoint set is one YAML file::
     upper_body: [...]                               # half-body augmentation
     lower_body: [...]
     swap: {left_big_toe: right_big_toe}             # optional: pairs not named left_*/right_*
-    groups: {body: [nose, ...], hand: [...]}        # optional: OKS AP per group at validation (AP_<group>)
+    groups: {body: [nose, ...], hand: [...]}        # optional: OKS AP per group at validation (AP_<group>);
+                                                    # a set's name as a group: its keypoints (body: coco17)
+
+A set may ``extends: coco17`` (a built-in name or a YAML path): the base's keypoints and every field come first,
+the file lists only what it adds.
 
 Flip pairs are derived from a ``left``/``right`` word in the names (``left_eye`` <-> ``right_eye``,
 ``Left_Hand`` <-> ``Right_Hand``); ``l_hand`` or ``cleft_chin`` are not matched: use ``swap`` for such names.
@@ -28,6 +32,7 @@ from pathlib import Path
 import yaml
 
 BUILTIN_DIR = Path(__file__).parent
+SET_FILE = "keypoints.yaml"  # the name a keypoint set travels under beside an exported pose model
 
 
 class MetainfoError(ValueError):
@@ -79,6 +84,12 @@ class KeypointMetainfo:
         return data
 
 
+def normalise_name(name: str) -> str:
+    """A keypoint or class name compared across tools: case, spaces, ``-`` and ``.`` ignored (``Left Eye`` and
+    ``left-eye`` are ``left_eye``)."""
+    return re.sub(r"[\s\-.]+", "_", str(name).strip()).lower()
+
+
 def _mirror_name(name: str) -> str | None:
     """``left_eye`` -> ``right_eye``: swaps a whole ``left``/``right`` word (any case) between ``_``."""
     words = name.split("_")
@@ -90,6 +101,38 @@ def _mirror_name(name: str) -> str | None:
     return None
 
 
+def set_names(spec: str, source: str, field: str, what: str = "") -> list[str]:
+    """The keypoint names of the set ``spec`` (a built-in name or a YAML path) a ``field`` names."""
+    try:
+        return list(load_metainfo(spec).keypoint_names)
+    except MetainfoError as err:
+        raise MetainfoError(f"{source}: field '{field}': {what}{err}") from None
+
+
+def extended(data: dict, source: str) -> dict:
+    """A set that ``extends`` another: the base's keypoints, sigmas, skeleton, body halves, swaps and groups first,
+    then this file's (its ``keypoints`` are the new names only)."""
+    base = data["extends"]
+    if not isinstance(base, str):
+        raise MetainfoError(f"{source}: field 'extends': the name or YAML path of the set to extend, got {base!r}")
+    try:
+        parent = load_metainfo(base).to_dict()
+    except MetainfoError as err:
+        raise MetainfoError(f"{source}: field 'extends': {err}") from None
+    merged = {key: value for key, value in data.items() if key != "extends"}
+    for key in ("keypoints", "sigmas", "skeleton", "upper_body", "lower_body"):
+        own = data.get(key)
+        if own is not None and not isinstance(own, list):
+            raise MetainfoError(f"{source}: field '{key}': must be a list")
+        merged[key] = list(parent.get(key) or []) + list(own or [])
+    for key in ("swap", "groups"):
+        own = data.get(key)
+        if own is not None and not isinstance(own, dict):
+            raise MetainfoError(f"{source}: field '{key}': must be a mapping")
+        merged[key] = {**(parent.get(key) or {}), **(own or {})}
+    return merged
+
+
 def parse_metainfo(data: dict, source: str) -> KeypointMetainfo:
     """Validate a metainfo mapping; every error names ``source`` and the field."""
 
@@ -98,6 +141,8 @@ def parse_metainfo(data: dict, source: str) -> KeypointMetainfo:
 
     if not isinstance(data, dict):
         raise MetainfoError(f"{source}: expected a mapping with keys 'keypoints', 'sigmas', ...")
+    if data.get("extends") is not None:
+        data = extended(data, source)
     names = data.get("keypoints")
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise fail("keypoints", "must be a non-empty list of keypoint names")
@@ -151,6 +196,8 @@ def parse_metainfo(data: dict, source: str) -> KeypointMetainfo:
     groups = data.get("groups") or {}
     if not isinstance(groups, dict):
         raise fail("groups", "must map a group name to a list of keypoint names")
+    groups = {group: set_names(members, source, "groups", f"group '{group}' names a set: ") if isinstance(members, str)
+              else members for group, members in groups.items()}
     for group, members in groups.items():
         if not isinstance(group, str) or not re.fullmatch(r"[A-Za-z0-9_]+", group):
             raise fail("groups", f"group name {group!r} must be letters, digits and '_' (it names a metric)")
@@ -194,3 +241,10 @@ def load_metainfo(spec: str) -> KeypointMetainfo:
         except yaml.YAMLError as err:
             raise MetainfoError(f"{path}: not valid YAML: {err}") from err
     return parse_metainfo(data, str(path))
+
+
+def builtin_set_with(names) -> str | None:
+    """The built-in set whose keypoints are ``names`` in this order (a released model's rows), if any."""
+    names = list(names or [])
+    return next((p.stem for p in sorted(BUILTIN_DIR.glob("*.yaml"))
+                 if list(load_metainfo(p.stem).keypoint_names) == names), None)

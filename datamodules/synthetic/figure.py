@@ -1,11 +1,11 @@
-"""Turn a posed skeleton into primitives plus COCO-17 keypoints with visibility hints."""
+"""Turn a posed skeleton into primitives plus keypoints (COCO-17 and the feet) with visibility hints."""
 
 from dataclasses import dataclass
 
 import numpy as np
 
 from .geometry import norm, rot_x
-from .parts import COCO_KEYPOINT_NAMES
+from .parts import KEYPOINT_NAMES
 from .primitives import Primitives, capsule, ellipsoid
 from .skeleton import SIDES, BodyShape, Skeleton
 
@@ -96,9 +96,10 @@ def build_figure(skeleton: Skeleton) -> Figure:
             add(f"{side}_{part}", capsule(j[f"{side}_{start}"], j[f"{side}_{end}"], radii, hint))
 
     index = {name: i for i, name in enumerate(names)}
-    keypoints, normals = np.zeros((17, 3)), np.zeros((17, 3))
-    reach = np.full((17, len(names), 2), np.nan)
-    for k, name in enumerate(COCO_KEYPOINT_NAMES):
+    count = len(KEYPOINT_NAMES)
+    keypoints, normals = np.zeros((count, 3)), np.zeros((count, 3))
+    reach = np.full((count, len(names), 2), np.nan)
+    for k, name in enumerate(KEYPOINT_NAMES):
         if name == "nose":
             keypoints[k] = nose_base + nose_frame @ np.array([0.0, 0.0, nose_radii[2]])
             normals[k] = skeleton.head[:, 2]
@@ -143,4 +144,7 @@ def _joint_reach(shape: BodyShape, side: str, joint: str, shoulder_radius: float
         return {f"{side}_thigh": limb(shape.thigh_radius), f"{side}_shank": limb(shape.thigh_radius)}
     if joint == "ankle":
         return {f"{side}_shank": limb(shape.shank_radius), f"{side}_foot": (0.8 * shape.foot + 0.01, 0.0)}
+    if joint in ("heel", "toe"):  # the ends of the foot's capsule (the heel also meets the shank)
+        reach = {f"{side}_foot": limb(max(shape.foot_radii))}
+        return {**reach, f"{side}_shank": limb(shape.shank_radius)} if joint == "heel" else reach
     raise ValueError(f"unknown joint {side}_{joint}")

@@ -25,11 +25,14 @@ from .writer import (
 )
 
 GENERATOR = "sapiens2-ft synthetic"
-VERSION = 2  # 2: adds albedo/ (the other files are as version 1 wrote them)
+VERSION = 3
+# 2: the annotations add each heel and foot tip (the images are as version 1 drew them)
+# 3: adds albedo/ (the other files are as version 2 wrote them)
 PARAMETER_KEYS = ("num", "seed", "height", "width", "val_fraction", "version")
 CONVENTIONS = {
     "camera": "OpenCV pinhole: x right, y down, z forward, metres; pixel (row i, col j) centre is (u=j, v=i)",
-    "keypoints": "COCO-17 [x, y, v] in pixels; v=2 visible, v=1 inside the image but occluded, v=0 outside (x=y=0)",
+    "keypoints": "COCO-17 then left/right heel and foot tip [x, y, v] in pixels; v=2 visible, v=1 inside the image "
+                 "but occluded, v=0 outside (x=y=0)",
     "labels": "uint8 Sapiens2 29-class body-part ids, 0 = background",
     "normals": "float32 HxWx3 camera-frame unit normals (n_z < 0 faces the camera), 0 on background",
     "depth": "float32 HxW z-depth in metres, 0 on background",

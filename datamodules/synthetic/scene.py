@@ -21,7 +21,7 @@ from .visibility import keypoint_visibility
 
 @dataclass
 class Person:
-    """One rendered figure: COCO keypoints [x, y, v] (17,3) and its visible silhouette."""
+    """One rendered figure: keypoints [x, y, v] (K, 3) (``parts.KEYPOINT_NAMES``) and its visible silhouette."""
 
     keypoints: np.ndarray
     silhouette: np.ndarray  # HxW bool, pixels whose centre shows this figure

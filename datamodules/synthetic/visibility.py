@@ -21,7 +21,7 @@ MIN_SINE = 0.4  # a limb within ~24 degrees of the line of sight hides joints be
 
 def keypoint_visibility(figure: Figure, first_primitive: int, K: np.ndarray, depth: np.ndarray,
                         ids: np.ndarray) -> np.ndarray:
-    """(17,3) array of [x, y, v] for a camera-frame figure whose primitives start at ``first_primitive``.
+    """(K, 3) array of [x, y, v] for a camera-frame figure whose primitives start at ``first_primitive``.
 
     ``depth`` is the z-buffer (inf where empty) and ``ids`` the primitive-id buffer (-1 empty).
     """
@@ -52,7 +52,7 @@ def keypoint_visibility(figure: Figure, first_primitive: int, K: np.ndarray, dep
 
 
 def _tolerance(figure: Figure) -> np.ndarray:
-    """(17, n_primitives) metres a primitive's surface may lie in front of each keypoint."""
+    """(K, n_primitives) metres a primitive's surface may lie in front of each keypoint."""
     slack, radius = figure.keypoint_reach[..., 0], figure.keypoint_reach[..., 1]
     axes = figure.primitives.rotation[:, :, 1]
     sight = figure.keypoints / np.linalg.norm(figure.keypoints, axis=1, keepdims=True)

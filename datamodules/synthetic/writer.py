@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 from pycocotools import mask as mask_utils
 
-from .parts import COCO_KEYPOINT_NAMES, COCO_SKELETON
+from .parts import KEYPOINT_NAMES, SKELETON
 from .scene import Sample
 
 SPLITS = ("train", "val")
@@ -27,8 +27,8 @@ PERSON_CATEGORY = {
     "id": 1,
     "name": "person",
     "supercategory": "person",
-    "keypoints": list(COCO_KEYPOINT_NAMES),
-    "skeleton": [list(pair) for pair in COCO_SKELETON],
+    "keypoints": list(KEYPOINT_NAMES),
+    "skeleton": [list(pair) for pair in SKELETON],
 }
 
 

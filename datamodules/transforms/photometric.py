@@ -98,11 +98,18 @@ def pose_photometric_pipeline(photometric_prob: float = 0.8, blur_prob: float = 
     ])
 
 
-def photometric_pipeline(photometric_prob: float, blur_prob: float, dropout_prob: float) -> SeededCompose:
-    """The generic dense-task set (not upstream's pose set): touches pixels only; targets are unaffected."""
+def colour_pipeline(photometric_prob: float, colour_targets=()) -> SeededCompose:
+    """The generic dense-task colour changes (not upstream's pose set), pixel by pixel; the same changes reach the
+    uint8 images named in ``colour_targets`` (a matting foreground, whose colours are the image's)."""
     return SeededCompose([
         A.RandomBrightnessContrast(brightness_limit=0.125, contrast_limit=0.5, p=photometric_prob),
         A.HueSaturationValue(hue_shift_limit=18, sat_shift_limit=30, val_shift_limit=0, p=photometric_prob),
+    ], additional_targets={name: "image" for name in colour_targets})
+
+
+def degrade_pipeline(blur_prob: float, dropout_prob: float) -> SeededCompose:
+    """The generic dense-task blur and coarse dropout: the image only; targets are unaffected."""
+    return SeededCompose([
         A.OneOf([A.Blur(blur_limit=(3, 7)), A.MedianBlur(blur_limit=(3, 7))], p=blur_prob),
         A.CoarseDropout(num_holes_range=(1, 1), hole_height_range=(0.2, 0.4), hole_width_range=(0.2, 0.4),
                         fill=0, p=dropout_prob),

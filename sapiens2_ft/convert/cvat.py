@@ -1,5 +1,6 @@
-"""CVAT: "CVAT for images 1.1" XML (``SRC/annotations.xml`` + ``SRC/images/``), or its COCO keypoints export
-(no XML: ``coco.py``).
+"""CVAT: "CVAT for images 1.1" XML (``SRC/annotations.xml`` + ``SRC/images/``), its "Segmentation mask 1.1"
+export (``labelmap.txt`` + colour masks: ``cvat_masks.py``), or its "COCO 1.0" / "COCO Keypoints 1.0" exports
+(a COCO json: ``coco.py``).
 
 Each ``<image name width height>`` holds shapes with a ``label`` attribute: ``<points points="x,y">`` (a
 keypoint named by its label; ``occluded="1"``: visibility 1), ``<box xtl ytl xbr ybr>`` (a person box),
@@ -18,7 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from datamodules.data_check import DataReport
-from sapiens2_ft.convert import coco
+from datamodules.images import file_size, max_pixels
+from datamodules.paths import inside
+from sapiens2_ft.convert import coco, cvat_masks
 from sapiens2_ft.convert.records import ConvertError, ImageRecord
 from sapiens2_ft.convert.shapes import Shape, at, decode_counts_rle, people_from_shapes, regions_from_shapes
 
@@ -44,7 +47,15 @@ def _float_attrs(element, names) -> list[float] | None:
     return values if all(math.isfinite(v) for v in values) else None
 
 
-def _shape(element, where: str, group, xml_file: Path, record: str, problems: DataReport) -> Shape | None:
+def mask_fits(width: float, height: float, size: tuple[int, int] | None) -> bool:
+    """A mask box of ``width`` x ``height`` inside its image's ``size`` (None: within the pixel limit)."""
+    return width * height <= max_pixels() if size is None else width <= size[0] and height <= size[1]
+
+
+def _shape(element, where: str, group, xml_file: Path, record: str, problems: DataReport,
+           size: tuple[int, int] | None = None) -> Shape | None:
+    """One shape; a mask larger than ``size`` (its image's width and height; None: the pixel limit) is refused
+    before its pixels are made."""
     tag, label = element.tag, element.get("label")
     z = int(element.get("z_order", "0")) if element.get("z_order", "0").lstrip("-").isdigit() else 0
     bad = lambda field, expected: problems.add(xml_file, at(record, where), field,  # noqa: E731
@@ -60,6 +71,10 @@ def _shape(element, where: str, group, xml_file: Path, record: str, problems: Da
         return Shape("box", label, where, np.reshape(corners, (2, 2)), group=group, z=z)
     if tag == "mask":
         box = _float_attrs(element, ("left", "top", "width", "height"))
+        if box and not mask_fits(box[2], box[3], size):
+            image = f"{size[0]}x{size[1]}" if size else "the pixel limit"
+            bad("width/height", f"a mask no larger than its image ({image}), got {box[2]:g}x{box[3]:g}")
+            return None
         try:
             counts = [int(v) for v in (element.get("rle") or "").replace(" ", "").split(",") if v]
             mask = decode_counts_rle(counts, int(box[2]), int(box[3])) if box else None
@@ -94,15 +109,19 @@ def _image(element, index: int, xml_file: Path, src: Path, problems: DataReport)
     if not name:
         problems.add(xml_file, record, "name", "the image's path; the image is left out")
         return None
-    path = next((p for p in (src / "images" / name, src / name) if p.is_file()), None)
+    candidates = [c for p in (src / "images" / name, src / name) if (c := inside(src, p, follow_links=True))]
+    if not candidates:
+        problems.add(xml_file, record, "name", "a path inside the export folder; the image is left out")
+        return None
+    path = next((p for p in candidates if p.is_file()), None)
     if path is None:
-        problems.add(xml_file, record, "name", f"image file not found: {src / 'images' / name}")
+        problems.add(xml_file, record, "name", f"image file not found: {candidates[0]}")
         return None
     try:
         size = (int(element.get("width")), int(element.get("height")))
     except (TypeError, ValueError):
         size = None
-    shapes, counts = [], {}
+    shapes, counts, size_on_disk = [], {}, file_size(path)
     for child in element:
         counts[child.tag] = counts.get(child.tag, 0) + 1
         where = f"<{child.tag}> {counts[child.tag]} ({child.get('label')!r})"
@@ -114,10 +133,10 @@ def _image(element, index: int, xml_file: Path, src: Path, problems: DataReport)
             for k, joint in enumerate(child.findall("points")):
                 if joint.get("outside") != "1":
                     shape = _shape(joint, f"{where} <points> {k + 1} ({joint.get('label')!r})", key, xml_file,
-                                   record, problems)
+                                   record, problems, size_on_disk)
                     shapes += [shape] if shape else []
         elif child.tag in ("box", "points", "polygon", "mask"):
-            shape = _shape(child, where, group, xml_file, record, problems)
+            shape = _shape(child, where, group, xml_file, record, problems, size_on_disk)
             shapes += [shape] if shape else []
     image = ImageRecord(xml_file, name, image=path, size=size, record=record, split=None)
     image.people = people_from_shapes(shapes, xml_file, record, problems)
@@ -128,6 +147,8 @@ def _image(element, index: int, xml_file: Path, src: Path, problems: DataReport)
 def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
     """``SRC/annotations.xml`` (or the one ``*.xml`` in SRC); without one, the COCO keypoints export."""
     xml_files = [src / "annotations.xml"] if (src / "annotations.xml").is_file() else sorted(src.glob("*.xml"))
+    if not xml_files and cvat_masks.is_mask_export(src):
+        return cvat_masks.read(src, problems)
     if not xml_files:
         return coco.read(src, problems)
     records = []

@@ -21,6 +21,8 @@ import numpy as np
 
 from datamodules.data_check import DataReport
 from datamodules.dense.files import IMAGE_SUFFIXES
+from datamodules.errors import DataError
+from datamodules.json_files import read_json
 from sapiens2_ft.convert.labelme import as_points
 from sapiens2_ft.convert.records import ConvertError, ImageRecord
 from sapiens2_ft.convert.shapes import Shape, at, people_from_shapes, regions_from_shapes
@@ -149,9 +151,9 @@ def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
     records = []
     for json_file in exports:
         try:
-            tasks = json.loads(json_file.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            problems.add(json_file, "-", "json", f"valid JSON ({err}); the file is left out")
+            tasks = read_json(json_file)
+        except (json.JSONDecodeError, UnicodeDecodeError, DataError) as err:
+            problems.add(json_file, "-", "json", f"valid JSON within the size limit ({err}); the file is left out")
             continue
         if not isinstance(tasks, list):
             problems.add(json_file, "-", "tasks", "a list of tasks (Label Studio's 'JSON' export)")

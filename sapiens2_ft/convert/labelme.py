@@ -2,7 +2,8 @@
 
 Each file has ``shapes`` (``label``, ``points`` [[x, y], ...], ``shape_type``, ``group_id``), ``imagePath``
 (relative to the JSON file), optional ``imageData`` (the image, base64) and ``imageWidth`` / ``imageHeight``.
-``point`` shapes are keypoints named by their label, ``rectangle`` a person box (two corners), ``polygon`` and
+An ``imagePath`` leading outside SRC is a problem of the file (nothing outside SRC is read). ``point`` shapes are
+keypoints named by their label, ``rectangle`` a person box (two corners), ``polygon`` and
 ``mask`` (a base64 PNG of the box the two corner points span) label-map regions; ``group_id`` ties the shapes of
 one person (see ``shapes.py``). Other shape types (circle, line, linestrip) are reported and left out.
 """
@@ -20,7 +21,11 @@ import numpy as np
 from tqdm import tqdm
 
 from datamodules.data_check import DataReport
+from datamodules.errors import DataError
+from datamodules.images import decode, file_size, header_size, max_pixels
+from datamodules.json_files import read_json
 from datamodules.keypoints.metainfo import KeypointMetainfo
+from datamodules.paths import inside
 from sapiens2_ft.convert.records import ConvertError, ImageRecord
 from sapiens2_ft.convert.shapes import Shape, people_from_shapes, regions_from_shapes
 
@@ -37,16 +42,16 @@ def as_points(value) -> np.ndarray | None:
     return np.asarray(value, float).reshape(-1, 2)
 
 
-def _decode_mask(data: str) -> np.ndarray | None:
+def _decode_mask(data: str, limit: int) -> np.ndarray:
+    """The bool mask of a base64 PNG of at most ``limit`` pixels (its image's); DataError otherwise."""
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError, TypeError):
-        return None
-    mask = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_GRAYSCALE)
-    return None if mask is None else mask > 0
+        raise DataError("not base64 data") from None
+    return decode(raw, cv2.IMREAD_GRAYSCALE, "of the mask", limit) > 0
 
 
-def _shape(raw, index: int, json_file: Path, problems: DataReport) -> Shape | None:
+def _shape(raw, index: int, json_file: Path, problems: DataReport, limit: int) -> Shape | None:
     if not isinstance(raw, dict):
         problems.add(json_file, f"shapes[{index}]", "shape", "an object with 'label', 'points' and 'shape_type'")
         return None
@@ -68,9 +73,11 @@ def _shape(raw, index: int, json_file: Path, problems: DataReport) -> Shape | No
     group = None if raw.get("group_id") is None else f"group_id {raw['group_id']}"
     shape = Shape(KINDS[kind], label, where, points, group=group, z=index)
     if kind == "mask":
-        mask = _decode_mask(raw.get("mask"))
-        if mask is None:
-            problems.add(json_file, where, "mask", "a base64 PNG; the shape is left out")
+        try:
+            mask = _decode_mask(raw.get("mask"), limit)
+        except DataError as err:
+            problems.add(json_file, where, "mask", f"a base64 PNG no larger than its image ({err}); the shape is "
+                         "left out")
             return None
         shape.mask, shape.offset = mask, (int(points[:, 0].min()), int(points[:, 1].min()))
     return shape
@@ -78,9 +85,9 @@ def _shape(raw, index: int, json_file: Path, problems: DataReport) -> Shape | No
 
 def read_file(json_file: Path, src: Path, problems: DataReport) -> ImageRecord | None:
     try:
-        data = json.loads(json_file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        problems.add(json_file, "-", "json", f"valid JSON ({err}); the file is left out")
+        data = read_json(json_file)
+    except (json.JSONDecodeError, UnicodeDecodeError, DataError) as err:
+        problems.add(json_file, "-", "json", f"valid JSON within the size limit ({err}); the file is left out")
         return None
     if not isinstance(data, dict) or not isinstance(data.get("shapes"), list):
         return None  # not a LabelMe file (a file of another kind in the folder)
@@ -90,8 +97,8 @@ def read_file(json_file: Path, src: Path, problems: DataReport) -> ImageRecord |
         return None
     name = (json_file.parent.relative_to(src) / Path(image_path.replace("\\", "/")).name).as_posix()
     record = ImageRecord(json_file, name)
-    local = json_file.parent / image_path.replace("\\", "/")
-    if local.is_file():
+    local = inside(src, json_file.parent / image_path.replace("\\", "/"), follow_links=True)
+    if local is not None and local.is_file():
         record.image = local
     elif isinstance(data.get("imageData"), str):
         try:
@@ -99,13 +106,19 @@ def read_file(json_file: Path, src: Path, problems: DataReport) -> ImageRecord |
         except (binascii.Error, ValueError):
             problems.add(json_file, "-", "imageData", "base64 image data; the file is left out")
             return None
+    elif local is None:
+        problems.add(json_file, "-", "imagePath", f"a path inside the export folder, got {image_path!r} (and no "
+                     "imageData); the file is left out")
+        return None
     else:
         problems.add(json_file, "-", "imagePath", f"image file not found: {local} (and no imageData)")
         return None
     width, height = data.get("imageWidth"), data.get("imageHeight")
     if isinstance(width, int) and isinstance(height, int):
         record.size = (width, height)
-    shapes = [s for i, raw in enumerate(data["shapes"]) if (s := _shape(raw, i, json_file, problems))]
+    size = file_size(record.image) if record.image else header_size(record.image_bytes)
+    limit = size[0] * size[1] if size else max_pixels()  # a mask is no larger than its image
+    shapes = [s for i, raw in enumerate(data["shapes"]) if (s := _shape(raw, i, json_file, problems, limit))]
     record.people = people_from_shapes(shapes, json_file, "-", problems)
     record.regions = regions_from_shapes(shapes)
     return record

@@ -6,18 +6,14 @@ A name matches a target name when equal after ``--rename OLD=NEW`` and normalisi
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from pathlib import Path
 
 import yaml
 
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
+from datamodules.keypoints.metainfo import normalise_name as normalise
 from sapiens2_ft.convert.records import ConvertError
-
-
-def normalise(name: str) -> str:
-    return re.sub(r"[\s\-.]+", "_", str(name).strip()).lower()
 
 
 class NameMap:

@@ -26,7 +26,7 @@ from datamodules.data_check import DataReport, check_coco, check_dense
 from datamodules.dense.files import IMAGE_SUFFIXES
 from datamodules.dense.targets.seg import IGNORE_INDEX, SEG
 from datamodules.errors import DataError
-from datamodules.images import read_image
+from datamodules.images import decode, read_image
 from datamodules.keypoints.metainfo import KeypointMetainfo
 from sapiens2_ft.convert.names import NameMap
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person
@@ -137,14 +137,11 @@ def _read(record: ImageRecord, problems: DataReport) -> np.ndarray | None:
     try:
         if record.image is not None:
             return read_image(str(record.image))
-        decoded = cv2.imdecode(np.frombuffer(record.image_bytes, np.uint8), cv2.IMREAD_COLOR)
-        if decoded is None:
-            raise DataError("embedded image data")
-        return cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB)
-    except DataError:
+        return cv2.cvtColor(decode(record.image_bytes, cv2.IMREAD_COLOR, "of the embedded data"), cv2.COLOR_BGR2RGB)
+    except DataError as err:
         where = record.image or record.ann_file
-        problems.add(where, record.record, "image", f"a readable image for '{record.name}' (missing data, truncated "
-                     "or not an image); the image is left out")
+        problems.add(where, record.record, "image", f"a readable image for '{record.name}' ({err}); the image is "
+                     "left out")
         return None
 
 

@@ -6,7 +6,8 @@ folders, ``.txt`` lists of image paths, or lists of either, relative to ``path``
 labels of ``.../images/.../x.jpg`` are ``.../labels/.../x.txt``: one row per person, ``class cx cy w h`` then K
 times ``x y`` (``x y v`` for 3), all normalised to the image size; v 0 (or x = y = 0 with 2 values) is a
 keypoint not labelled. YOLO names no keypoints: they are the ``--keypoints`` set's,
-in its order. Each split keeps its name unless ``--split`` / ``--val_fraction`` is given.
+in its order. Each split keeps its name unless ``--split`` / ``--val_fraction`` is given. Paths leading outside SRC
+are problems (a ``path`` elsewhere: SRC is read instead); nothing outside SRC is read.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import yaml
 from datamodules.data_check import DataReport
 from datamodules.dense.files import IMAGE_SUFFIXES
 from datamodules.keypoints.metainfo import KeypointMetainfo
+from datamodules.paths import inside
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person
 
 SPLITS = ("train", "val", "test")
@@ -35,18 +37,24 @@ def label_path(image: Path) -> Path:
     return Path(*parts).with_suffix(".txt")
 
 
-def _images(entry, root: Path, data_yaml: Path, key: str) -> list[tuple[Path, str]]:
-    """(image, name relative to its folder) of one split."""
-    images = []
+def _images(entry, root: Path, data_yaml: Path, key: str, problems: DataReport) -> list[tuple[Path, str]]:
+    """(image, name relative to its folder) of one split; paths leading outside the export are problems."""
+    src, images = data_yaml.parent, []
     for item in entry if isinstance(entry, list) else [entry]:
-        path = Path(item) if Path(item).is_absolute() else root / item
-        if path.is_dir():
+        path = inside(src, root / item, follow_links=True)  # an absolute item stays absolute
+        if path is None:
+            problems.add(data_yaml, key, key, f"a folder or list inside the export folder, got {item!r}; left out")
+        elif path.is_dir():
             images += [(p, p.relative_to(path).as_posix()) for p in sorted(path.rglob("*"))
                        if p.suffix.lower() in YOLO_IMAGE_SUFFIXES]
         elif path.suffix == ".txt" and path.is_file():
             lines = [line.strip() for line in path.read_text().splitlines() if line.strip()]
-            images += [(p, p.name) for p in (Path(s) if Path(s).is_absolute() else
-                                               (path.parent if s.startswith("./") else root) / s for s in lines)]
+            for line in lines:
+                image = inside(src, (path.parent if line.startswith("./") else root) / line, follow_links=True)
+                if image is None:
+                    problems.add(path, key, "image", f"a path inside the export folder, got {line!r}; left out")
+                else:
+                    images.append((image, image.name))
         else:
             raise ConvertError(f"{data_yaml}: '{key}': {path} is neither an image folder nor a .txt list")
     return images
@@ -102,13 +110,15 @@ def read(src: Path, problems: DataReport, metainfo: KeypointMetainfo) -> list[Im
                   for i, j in enumerate(flip[:k]) if j != metainfo.flip_indices[i]]
         problems.add(data_yaml, "-", "flip_idx", f"differs from the flip pairs of '{metainfo.name}' at "
                      f"{', '.join(differ[:8]) or 'its length'}; check the keypoint order", fatal=False)
-    root = Path(data.get("path") or data_yaml.parent)
-    root = root if root.is_absolute() else data_yaml.parent / root
-    if not root.is_dir():
+    root = inside(data_yaml.parent, data_yaml.parent / (data.get("path") or "."), follow_links=True)
+    if root is None:
+        problems.add(data_yaml, "-", "path", f"a folder inside the export folder, got {data.get('path')!r}; the "
+                     "folder of data.yaml is read instead", fatal=False)
+    if root is None or not root.is_dir():
         root = data_yaml.parent
     records = []
     for split in (s for s in SPLITS if data.get(s)):
-        for image, name in _images(data[split], root, data_yaml, split):
+        for image, name in _images(data[split], root, data_yaml, split, problems):
             record = ImageRecord(data_yaml, name, image=image, split=split, normalised=True, record=f"{split} {name}")
             labels = label_path(image)
             if labels.is_file():

@@ -5,7 +5,8 @@ directory (``meta.pt`` + ``.metadata`` + shards, written by ``ModelParallelStrat
 stores a ``sapiens2_ft`` record in its checkpoints (task, the transformers model config, the keypoint
 set, LoRA settings), so the model can be rebuilt from the checkpoint alone; adapters are merged into the
 weights on loading. Only tensors and plain containers are
-unpickled (``torch.load(weights_only=True)``); weights whose names or shapes differ from the model
+unpickled (``torch.load(weights_only=True)``; a distributed checkpoint's ``.metadata`` through
+``dcp_metadata.read_metadata``); weights whose names or shapes differ from the model
 are refused with the differences listed.
 """
 
@@ -53,6 +54,7 @@ class CheckpointInfo:
     wandb_run_id: str | None
     hyper_parameters: dict
     adapters: dict | None = None  # {"lora": LoraOptions fields} when the model was trained with adapters
+    validation: dict | None = None  # the run's latest validation when it was saved: {"step", "metrics"}
 
     @property
     def labels(self) -> list[str]:
@@ -92,7 +94,8 @@ def read_info(path: str | Path) -> CheckpointInfo:
     return CheckpointInfo(path=path, task=record["task"], model_config=record["model_config"],
                           keypoints=record.get("keypoints"), global_step=int(data.get("global_step", 0)),
                           epoch=int(data.get("epoch", 0)), wandb_run_id=record.get("wandb_run_id"),
-                          hyper_parameters=dict(data.get("hyper_parameters") or {}), adapters=record.get("adapters"))
+                          hyper_parameters=dict(data.get("hyper_parameters") or {}), adapters=record.get("adapters"),
+                          validation=record.get("validation"))
 
 
 def model_key(key: str) -> str | None:
@@ -128,16 +131,25 @@ def _read_file_weights(path: Path) -> dict[str, torch.Tensor]:
 def _read_distributed_weights(path: Path, model: nn.Module) -> dict[str, torch.Tensor]:
     """Only the model tensors of a distributed checkpoint, gathered into this process (no process group)."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    metadata = dcp.FileSystemReader(str(path)).read_metadata()
+    from sapiens2_ft.models.dcp_metadata import SafeReader, read_metadata  # imports torch's dcp (1.5 s)
+
+    try:
+        metadata = read_metadata(path)
+    except ValueError as err:
+        raise CheckpointError(str(err)) from None
     prefix = "state_dict."
     stored = {key[len(prefix):]: meta for key, meta in metadata.state_dict_metadata.items()
               if key.startswith(prefix) and model_key(key[len(prefix):]) is not None}
+    not_tensors = sorted(key for key, meta in stored.items() if not isinstance(meta, TensorStorageMetadata))
+    if not_tensors:  # torch would unpickle them (weights_only=False)
+        raise CheckpointError(f"{path}: model weights stored as other objects than tensors: {not_tensors[:5]}")
     found = {model_key(key): meta.size for key, meta in stored.items()}
     expected = {k: v.shape for k, v in model.state_dict().items()}
     check_keys(expected, found, path)
     targets = {key: torch.empty(meta.size, dtype=meta.properties.dtype) for key, meta in stored.items()}
-    dcp.load({"state_dict": targets}, checkpoint_id=str(path), no_dist=True)
+    dcp.load({"state_dict": targets}, storage_reader=SafeReader(str(path)), no_dist=True)
     return {model_key(key): value for key, value in targets.items()}
 
 

@@ -92,8 +92,12 @@ class PersonDetector:
             raise DetectorError(f"--detector: {directory} has no preprocessor_config.json (the detector's image "
                                 f"processor, saved beside it by save_pretrained)")
         self.source, self.threshold, self.nms_iou, self.device = source, threshold, nms_iou, device
-        self.processor = AutoImageProcessor.from_pretrained(directory)
-        self.model = AutoModelForObjectDetection.from_pretrained(directory).eval().to(device)
+        try:  # trust_remote_code=False: a detector directory's own Python code never runs (nor is asked about)
+            self.processor = AutoImageProcessor.from_pretrained(directory, trust_remote_code=False)
+            self.model = AutoModelForObjectDetection.from_pretrained(directory, trust_remote_code=False)
+        except ValueError as err:
+            raise DetectorError(f"--detector: {directory}: {' '.join(str(err).split())}") from None
+        self.model = self.model.eval().to(device)
         self.person = person_label(self.model.config.id2label)
 
     @torch.no_grad()

@@ -42,7 +42,7 @@ def from_pretrained_checked(cls, path: str, backbone_only: bool = False, **kwarg
     """``cls.from_pretrained`` that refuses weights with missing, unexpected or misshaped tensors
     (transformers would initialise missing ones at random with only a warning). ``backbone_only``: a
     pretrain-only checkpoint, whose task head is expected to be new."""
-    model, info = cls.from_pretrained(path, output_loading_info=True, **kwargs)
+    model, info = cls.from_pretrained(path, output_loading_info=True, trust_remote_code=False, **kwargs)
     missing = sorted(info.get("missing_keys") or [])
     if backbone_only:
         missing = [k for k in missing if k.startswith("model.")]
@@ -91,8 +91,9 @@ def resolve_pretrained(pretrained: str, key: str = "model.pretrained") -> str:
     except Exception as err:  # offline, gated, unknown repo: all end the same way for the user
         raise PretrainedNotFoundError(
             f"could not fetch '{pretrained}' from the Hugging Face Hub ({type(err).__name__}: {err}).\n"
-            f"Download it on a machine with access, e.g. `hf download {pretrained} --local-dir DIR`, "
-            f"copy DIR here and set `--{key} DIR`."
+            f"A gated model (the Sapiens2 ones are): accept its licence on https://huggingface.co/{pretrained} and "
+            f"run `hf auth login`. Offline: download it on a machine with access, e.g. `hf download {pretrained} "
+            f"--local-dir DIR`, copy DIR here and set `--{key} DIR` (docs/models.md)."
         ) from err
 
 
@@ -100,8 +101,9 @@ def _is_named(labels: Sequence[str]) -> bool:
     return not all(re.fullmatch(r"LABEL_\d+", name) for name in labels)
 
 
-def _source_rows(config: Sapiens2Config, released_labels: Sequence[str] = ()) -> dict[str, int]:
-    """Label name -> output row of a checkpoint's head (unnamed rows: ``released_labels`` when their count fits)."""
+def label_rows(config: Sapiens2Config, released_labels: Sequence[str] = ()) -> dict[str, int]:
+    """Label name -> output row of a checkpoint's head (unnamed rows: ``released_labels`` when their count fits;
+    {} when the rows have no names)."""
     names = [config.id2label[i] for i in range(config.num_labels)] if config.id2label else []
     if names and _is_named(names):
         return {name: i for i, name in enumerate(names)}
@@ -119,7 +121,7 @@ def _new_predictor(old: nn.Conv2d, num_labels: int) -> nn.Conv2d:
 
 def _transfer_rows(model, labels: Sequence[str], released_labels: Sequence[str], report: LoadReport) -> None:
     """Replace the head's last layer with one row per label, copying rows by name."""
-    rows = _source_rows(model.config, released_labels)
+    rows = label_rows(model.config, released_labels)
     old = model.decode_head.predictor
     new = _new_predictor(old, len(labels))
     with torch.no_grad():
@@ -192,7 +194,7 @@ def build_model(
         return model_class(config), LoadReport(f"size preset '{size}'", backbone="random", head="random")
 
     path = resolve_pretrained(pretrained)
-    config = Sapiens2Config.from_pretrained(path)
+    config = Sapiens2Config.from_pretrained(path, trust_remote_code=False)
     architecture = (config.architectures or ["Sapiens2Model"])[0]
     report = LoadReport(pretrained, backbone="pretrained", head="pretrained")
 
@@ -212,6 +214,8 @@ def build_model(
         model = from_pretrained_checked(model_class, path, backbone_only=True, config=config,
                                         attn_implementation=attn_implementation)
     else:  # another task's checkpoint: keep its backbone only
+        if not architecture.startswith("Sapiens2For"):  # the name comes from the directory's config.json
+            raise ValueError(f"model.pretrained: {pretrained} holds a {architecture}, not a Sapiens2 model")
         other = from_pretrained_checked(getattr(__import__("transformers"), architecture), path)
         model = model_class(config)
         model.model.load_state_dict(other.model.state_dict())

@@ -24,7 +24,7 @@ from sapiens2_ft.models.factory import LoadReport, configure, from_pretrained_ch
 
 
 def _load_exported(path: Path, model_class: type, task: str, attn_implementation: str) -> tuple[nn.Module, list[str]]:
-    config = Sapiens2Config.from_pretrained(path)
+    config = Sapiens2Config.from_pretrained(path, trust_remote_code=False)
     architecture = (config.architectures or ["Sapiens2Model"])[0]
     if not architecture.startswith("Sapiens2For"):
         raise CheckpointError(f"model.init_from: {path} holds a {architecture}, not a Sapiens2 task model; "

@@ -76,6 +76,15 @@ class Outputs(dict):
         return self.get(name)
 
 
+PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider")  # the order tried
+
+
+def preferred_providers(available: Sequence[str]) -> list[str]:
+    """The onnxruntime execution providers of ``PROVIDERS`` that this install has, fastest first; the CPU always
+    last (onnxruntime falls back along the list, node by node)."""
+    return [p for p in PROVIDERS if p in available and p != "CPUExecutionProvider"] + ["CPUExecutionProvider"]
+
+
 class OnnxModel(nn.Module):
     """An onnxruntime session called like the transformers model: ``model(pixel_values)`` returns an object with
     the graph's outputs as torch tensors by name; ``config`` is the transformers config. A module without
@@ -85,7 +94,8 @@ class OnnxModel(nn.Module):
         super().__init__()
         ort = require("onnxruntime")
         self.config = config
-        self.session = ort.InferenceSession(str(path), providers=list(providers or ["CPUExecutionProvider"]))
+        self.session = ort.InferenceSession(str(path), providers=list(providers or
+                                                                      preferred_providers(ort.get_available_providers())))
         self.input = self.session.get_inputs()[0]
         self.names = [o.name for o in self.session.get_outputs()]
         self.numpy_dtype = {"tensor(float)": "float32", "tensor(float16)": "float16"}[self.input.type]

@@ -9,7 +9,9 @@ stand-in, for a backbone pretrained here, of starting from a released task model
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Sequence
 
 import torch
 from safetensors import safe_open
@@ -24,9 +26,17 @@ def heads_path(directory: str | Path) -> Path:
     return Path(directory) / HEADS_FILE
 
 
-def load_task_head(model: nn.Module, directory: str | Path, task: str) -> str:
+def labels_key(task: str) -> str:
+    """The file's metadata key of a task's output row names (a JSON list; label-set tasks only)."""
+    return f"{task}.labels"
+
+
+def load_task_head(model: nn.Module, directory: str | Path, task: str,
+                   labels: Sequence[str] | None = None) -> tuple[str, list[str]]:
     """Load ``task``'s pretraining head from ``directory`` into ``model`` (a transformers task model whose head
-    has exactly the saved tensors); the outcome in words. Errors name what differs and the way out."""
+    has the saved tensors' shapes); the outcome in words and the labels whose rows start new. When the file names the head's output rows
+    (``labels_key``) and ``labels`` differ from them, the predictor's rows are taken by name and the others stay
+    new. Errors name what differs and the way out."""
     path = heads_path(directory)
     if not path.is_file():
         raise FileNotFoundError(f"{KEY}: {directory} has no {HEADS_FILE} (tools/pretrain_demo_backbone.py saves "
@@ -34,12 +44,14 @@ def load_task_head(model: nn.Module, directory: str | Path, task: str) -> str:
     with safe_open(str(path), framework="pt") as f:
         keys = list(f.keys())
         saved = {k.split(".", 1)[1]: f.get_tensor(k) for k in keys if k.startswith(f"{task}.")}
+        named = (f.metadata() or {}).get(labels_key(task))
     if not saved:
         tasks = sorted({k.split(".", 1)[0] for k in keys})
         raise ValueError(f"{KEY}: {path} holds heads of {', '.join(tasks)}, none of '{task}'; {NEW_HEAD}")
     own = {k: v for k, v in model.state_dict().items() if not k.startswith("model.")}
-    differ = sorted(k for k in own.keys() | saved.keys()
-                    if k not in own or k not in saved or own[k].shape != saved[k].shape)
+    rows = row_map(json.loads(named) if named else None, labels, saved, own)
+    differ = sorted(k for k in own.keys() | saved.keys() if k not in rows and (
+        k not in own or k not in saved or own[k].shape != saved[k].shape))
     if differ:
         shapes = "; ".join(f"{k}: saved {list(saved[k].shape) if k in saved else '-'}, "
                            f"model {list(own[k].shape) if k in own else '-'}" for k in differ[:3])
@@ -49,5 +61,27 @@ def load_task_head(model: nn.Module, directory: str | Path, task: str) -> str:
                          f"input size; {NEW_HEAD}")
     with torch.no_grad():
         for key, tensor in saved.items():
-            own[key].copy_(tensor.to(own[key].dtype))  # saved in bf16
-    return f"head: the '{task}' head of pretraining ({HEADS_FILE}, {len(saved)} tensors)"
+            if key in rows:
+                for target, source in rows[key]:
+                    own[key][target].copy_(tensor[source].to(own[key].dtype))
+            else:
+                own[key].copy_(tensor.to(own[key].dtype))  # saved in bf16
+    said, new = f"head: the '{task}' head of pretraining ({HEADS_FILE}, {len(saved)} tensors)", []
+    if rows:
+        pairs = next(iter(rows.values()))
+        new = [name for k, name in enumerate(labels) if k not in {t for t, _ in pairs}]
+        said += f"; output rows by name: {len(pairs)} of its {len(json.loads(named))}, new: {', '.join(new) or '-'}"
+    return said, new
+
+
+def row_map(saved_labels: list[str] | None, labels: Sequence[str] | None, saved: dict, own: dict
+            ) -> dict[str, list[tuple[int, int]]]:
+    """For the predictor's tensors (``decode_head.predictor.*``) of a head saved for other output rows: key ->
+    (model row, saved row) of each label they share; {} when the rows are the same (or unnamed)."""
+    if not saved_labels or labels is None or list(labels) == list(saved_labels):
+        return {}
+    pairs = [(k, saved_labels.index(name)) for k, name in enumerate(labels) if name in saved_labels]
+    keys = [k for k in saved if k.startswith("decode_head.predictor.")]
+    if not pairs or any(k not in own or own[k].shape[1:] != saved[k].shape[1:] for k in keys):
+        return {}
+    return {k: pairs for k in keys}

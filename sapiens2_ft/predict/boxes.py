@@ -4,7 +4,7 @@ image. Each source maps a chunk of images to one (N, 5) ``[x, y, w, h, score]`` 
 from __future__ import annotations
 
 import argparse
-import json
+import math
 from collections import defaultdict
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -12,11 +12,17 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from datamodules.json_files import read_json
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR, DetectorError, PersonDetector
 from sapiens2_ft.predict.dense import dense_maps
 from sapiens2_ft.predict.loading import load_module
 from sapiens2_ft.tasks.base import finds_people
 from sapiens2_ft.tasks.seg.boxes import boxes_from_foreground
+
+
+BOX_CHOICES = ("Pose needs the people's boxes; the other sources: --boxes FILE (a COCO json or a list of detections), "
+               "--boxes_from_seg SEG_MODEL (a Sapiens2 seg model), --whole_image (each image is one person)")
+MAX_COORDINATE = 1e6  # pixels: a box value beyond it is a mistake (an image of the pixel limit is 10,000 wide)
 
 
 class BoxSource(Protocol):
@@ -99,18 +105,48 @@ def match_file_names(keys: list[str], file_names, source: Path) -> dict[str, str
     return matched
 
 
+def box_row(entry: dict, where: str, source: Path) -> list[float]:
+    """``[x, y, w, h, score]`` of a boxes-file entry; SystemExit naming the file and the entry when its ``bbox`` is
+    not four finite numbers of positive width and height within ``MAX_COORDINATE`` pixels, or its score not finite."""
+    bbox, score = entry.get("bbox"), entry.get("score", 1.0)
+    if not (isinstance(bbox, list) and len(bbox) == 4 and all(_finite(v) for v in bbox)):
+        raise SystemExit(f"--boxes {source}: {where}: 'bbox' must be [x, y, w, h] of finite numbers, got "
+                         f"{str(bbox)[:80]}")
+    if bbox[2] <= 0 or bbox[3] <= 0 or max(abs(v) for v in bbox) > MAX_COORDINATE:
+        raise SystemExit(f"--boxes {source}: {where}: 'bbox' [x, y, w, h] needs w, h > 0 and values within "
+                         f"+-{MAX_COORDINATE:g} pixels, got {bbox}")
+    if not _finite(score):
+        raise SystemExit(f"--boxes {source}: {where}: 'score' must be a finite number, got {score!r}")
+    return [*map(float, bbox), float(score)]
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def read_boxes(path: Path | None, keys: list[str]) -> tuple[dict[str, int], dict[str, list]]:
-    """Image ids and person boxes ``[x, y, w, h, score]`` by image key (see ``match_file_names``)."""
+    """Image ids and person boxes ``[x, y, w, h, score]`` by image key (see ``match_file_names``); every entry is
+    checked (``box_row``) before anything runs."""
     ids = {key: i + 1 for i, key in enumerate(keys)}
     if path is None:
         return ids, {}
-    data = json.loads(Path(path).read_text())
+    try:
+        data = read_json(path)
+    except (OSError, ValueError) as err:  # missing, not JSON (NaN is, as Python reads it), above the size limit
+        raise SystemExit(f"--boxes {path}: cannot read it as JSON ({err})") from None
     by_file: dict[str, list] = {}
     if isinstance(data, dict) and "images" in data:
-        names = {im["id"]: PurePosixPath(im["file_name"]).as_posix() for im in data["images"]}
-        for ann in data.get("annotations", []):
+        images = [im for im in data["images"] if isinstance(im, dict)]
+        if len(images) != len(data["images"]) or not all(isinstance(im.get("file_name"), str) for im in images):
+            raise SystemExit(f"--boxes {path}: every entry of 'images' needs an 'id' and a 'file_name'")
+        names = {im.get("id"): PurePosixPath(im["file_name"]).as_posix() for im in images}
+        for k, ann in enumerate(data.get("annotations", [])):
+            where = f"annotation {ann.get('id', k) if isinstance(ann, dict) else k}"
+            if not isinstance(ann, dict) or ann.get("image_id") not in names:
+                got = ann.get("image_id") if isinstance(ann, dict) else ann
+                raise SystemExit(f"--boxes {path}: {where}: image_id {got!r} is not an id of 'images'")
             if not ann.get("iscrowd", 0) and is_person(ann):
-                by_file.setdefault(names[ann["image_id"]], []).append([*ann["bbox"], ann.get("score", 1.0)])
+                by_file.setdefault(names[ann["image_id"]], []).append(box_row(ann, where, path))
         matched = match_file_names(keys, names.values(), path)
         missing = [key for key in keys if key not in matched]
         if missing:
@@ -119,11 +155,11 @@ def read_boxes(path: Path | None, keys: list[str]) -> tuple[dict[str, int], dict
         ids = {key: file_ids[name] for key, name in matched.items()}
     elif isinstance(data, list):
         for k, det in enumerate(data):
-            if "file_name" not in det or "bbox" not in det:
+            if not isinstance(det, dict) or not isinstance(det.get("file_name"), str) or "bbox" not in det:
                 raise SystemExit(f"--boxes {path}: entry {k} needs 'file_name' and 'bbox' ([x, y, w, h])")
             if is_person(det):
                 by_file.setdefault(PurePosixPath(det["file_name"]).as_posix(), []).append(
-                    [*det["bbox"], det.get("score", 1.0)])
+                    box_row(det, f"entry {k}", path))
         matched = match_file_names(keys, [det["file_name"] for det in data], path)
     else:
         raise SystemExit(f"--boxes {path}: expected a COCO json with 'images' or a list of detections")
@@ -160,7 +196,7 @@ def box_source(args, out: Path, loaded: dict | None = None):
         try:
             return DetectorBoxes(PersonDetector(args.detector, args.det_threshold, args.nms_iou, args.device))
         except DetectorError as err:
-            raise SystemExit(f"--detector: {err}") from None
+            raise SystemExit(f"--detector {args.detector}: {err}\n{BOX_CHOICES}") from None
     if args.boxes_from_seg:
         if args.boxes_from_seg in (loaded or {}):
             module, task = loaded[args.boxes_from_seg]

@@ -7,7 +7,7 @@ from pathlib import Path
 from sapiens2_ft.models.checkpoints import is_distributed_checkpoint
 from sapiens2_ft.models.factory import PretrainedNotFoundError, resolve_pretrained
 from sapiens2_ft.tasks.registry import TASKS, import_class, task_of_config, task_spec
-from sapiens2_ft.training.hf_export import KEYPOINTS_FILE, export_checkpoint, exported_input_size
+from sapiens2_ft.training.hf_export import export_checkpoint, exported_input_size
 
 
 def resolve_model(model: str) -> Path:
@@ -20,8 +20,10 @@ def resolve_model(model: str) -> Path:
             raise SystemExit(f"--model: '{model}' does not exist (expected an exported directory, a .ckpt, "
                              f"a distributed checkpoint directory or a hub id 'user/name')") from None
         raise SystemExit(f"--model: '{model}' is not a local path and could not be fetched from the Hugging Face "
-                         f"Hub ({type(cause).__name__}: {cause}).\nDownload it on a machine with access, e.g. "
-                         f"`hf download {model} --local-dir DIR`, copy DIR here and pass `--model DIR`.") from None
+                         f"Hub ({type(cause).__name__}: {cause}).\nA gated model (the Sapiens2 ones are): accept its "
+                         f"licence on https://huggingface.co/{model} and run `hf auth login`. Offline: download it on a "
+                         f"machine with access, e.g. `hf download {model} --local-dir DIR`, copy DIR here and pass "
+                         f"`--model DIR` (docs/models.md).") from None
     if not (directory / "config.json").is_file():
         raise SystemExit(f"--model: {directory} has no config.json (not an exported model directory)")
     return directory
@@ -36,10 +38,13 @@ def load_module(model: str, out: Path, keypoints: str | None = None, device: str
     path = Path(model)
     exported_here = path.is_file() or is_distributed_checkpoint(path)
     if exported_here:
-        path = export_checkpoint(path, out / "model")
+        try:
+            path = export_checkpoint(path, out / "model")
+        except ValueError as err:  # a refused checkpoint (CheckpointError) or output folder (ExportFolderError)
+            raise SystemExit(f"--model: {err}") from None
         print(f"exported checkpoint {model} -> {path}")
     directory = resolve_model(str(path))
-    config = Sapiens2Config.from_pretrained(directory)
+    config = Sapiens2Config.from_pretrained(directory, trust_remote_code=False)
     architecture = (config.architectures or ["Sapiens2Model"])[0]
     task = task_of_config(config)
     if task is not None and task not in TASKS:
@@ -47,16 +52,12 @@ def load_module(model: str, out: Path, keypoints: str | None = None, device: str
                          f"(known: {', '.join(TASKS)})")
     if task is None or task_spec(task).predictor is None:
         raise SystemExit(f"--model: {model} holds a {architecture}, not a Sapiens2 task model")
-    kwargs: dict = {"pretrained": str(directory), "input_size": exported_input_size(directory, config)}
-    label_arg = task_spec(task).label_arg
-    if label_arg == "keypoints":  # the whole keypoint set (skeleton, flip pairs), exported beside the model
-        kwargs["keypoints"] = keypoints or str(directory / KEYPOINTS_FILE)
-        if not Path(kwargs["keypoints"]).exists() and keypoints is None:
-            raise SystemExit(f"--model: {directory} has no {KEYPOINTS_FILE}; pass --keypoints (a set name or YAML)")
-    elif label_arg is not None:
-        kwargs[label_arg] = [config.id2label[i] for i in range(config.num_labels)]
     module_class = import_class(task_spec(task).module)
-    module = module_class(**kwargs, **module_class.options_from_config(config))
+    try:  # the label set (pose: the export's keypoints.yaml, a released model's built-in set, or --keypoints)
+        options = module_class.options_from_model(directory, config, keypoints)
+    except ValueError as err:
+        raise SystemExit(f"--model {model}{f' --keypoints {keypoints}' if keypoints else ''}: {err}") from None
+    module = module_class(pretrained=str(directory), input_size=exported_input_size(directory, config), **options)
     module.configure_model()
     module = module.eval().to(device)
     if backend == "onnxruntime":

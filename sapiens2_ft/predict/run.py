@@ -82,19 +82,20 @@ def infer_chunk(models: list[Model], keys: list[str], images: list[np.ndarray], 
 
 def predict_images(models: list[Model], images: dict[str, Path], batch_size: int, source: BoxSource = whole_image,
                    ids: dict[str, int] | None = None, mask_model: Model | None = None,
-                   sheets: Path | None = None, workers: int = 2) -> tuple[dict[str, int], int]:
+                   sheets: Path | None = None, workers: int = 2, max_pixels: int | None = None
+                   ) -> tuple[dict[str, int], list[str]]:
     """Runs every model on every readable image and writes the results. Returns (per task: people found for
-    pose, images written for the dense tasks; unreadable images skipped). ``workers`` threads decode the next
-    images while the models run."""
+    pose, images written for the dense tasks; the keys of the images skipped: unreadable, or above ``max_pixels``).
+    ``workers`` threads decode the next images while the models run."""
     ids = ids or {key: i + 1 for i, key in enumerate(images)}
     pose = {m.task: PoseResults(m.out, m.module.metainfo) for m in models if m.is_pose}
     counts = {m.task: 0 for m in models}
     modules = {m.task: m.module for m in models}
-    items, skipped = list(images.items()), 0
+    items, skipped = list(images.items()), []
     progress = tqdm(total=len(items), desc="predict", unit="image")
-    for keys, originals, unreadable in read_chunks(items, batch_size, workers):
+    for keys, originals, unreadable in read_chunks(items, batch_size, workers, max_pixels):
         skipped += unreadable
-        progress.update(unreadable)
+        progress.update(len(unreadable))
         if not keys:
             continue
         results, masks = infer_chunk(models, keys, originals, source, batch_size, mask_model)

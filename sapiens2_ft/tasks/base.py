@@ -25,7 +25,7 @@ from datamodules.hparams import as_dataclass, plain_hparams
 from sapiens2_ft.compat import attached_trainer
 from sapiens2_ft.models.adapters import LoraOptions, adapt, frozen_storage, storage_summary, trainable_summary
 from sapiens2_ft.models.checkpoints import RECORD_KEY, model_record
-from sapiens2_ft.models.factory import LoadReport
+from sapiens2_ft.models.factory import LoadReport, label_rows
 from sapiens2_ft.models.optim import OptimConfig, build_optimizer
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.models.sharding import ScaleConfig, place_model
@@ -267,10 +267,49 @@ class TaskModule(L.LightningModule):
         return {}
 
     @classmethod
-    def options_from_config(cls, config) -> dict:
-        """Module arguments an exported model's config records, for loading it to predict (pose: a logits head
-        is decoded as one)."""
-        return {}
+    def options_from_model(cls, directory: Path, config, labels=None) -> dict:
+        """Module arguments that run a saved model (an export, a released hub model) as it was trained: its label
+        set and what its config records (pose: a logits head is decoded as one). ``labels``: the label set asked
+        for (pose: a keypoint set; seg: class names), its rows chosen from the model's by name; None: the model's
+        own. A name the model lacks, or labels for a task of fixed outputs, is a ValueError naming them."""
+        spec = task_spec(cls.task)
+        if spec.label_arg is None:
+            if labels is not None:
+                raise ValueError(f"a {cls.task} model has fixed outputs {list(spec.outputs)}; it takes no label set")
+            return {}
+        if labels is None:
+            names = cls.row_names(directory, config)
+            if names is None:
+                raise ValueError(f"{directory}: its {config.num_labels} {spec.label_kind} rows have no names; give "
+                                 f"the {spec.label_kind} names")
+            return {spec.label_arg: names}
+        cls.check_rows(directory, config, list(labels))
+        return {spec.label_arg: list(labels)}
+
+    @classmethod
+    def row_names(cls, directory: Path, config) -> list[str] | None:
+        """The names of a saved model's output rows: its config's, else the released ones when their count fits
+        (a released hub model names none); None when unnamed."""
+        spec = task_spec(cls.task)
+        rows = label_rows(config, spec.released_labels() if spec.released_labels else ())
+        return sorted(rows, key=rows.get) if rows else None
+
+    @classmethod
+    def check_rows(cls, directory: Path, config, names: list[str]) -> None:
+        """A ValueError unless every one of ``names`` is an output row of the saved model (unnamed rows: only a
+        label set of their count fits, row for row)."""
+        kind = task_spec(cls.task).label_kind
+        rows = cls.row_names(directory, config)
+        if rows is None:
+            if len(names) != config.num_labels:
+                raise ValueError(f"{directory}: its {config.num_labels} {kind} rows have no names, {len(names)} "
+                                 f"{kind}s were asked for")
+            return
+        missing = [n for n in names if n not in rows]
+        if missing:
+            raise ValueError(f"{directory} has no {kind} {missing[:20]}{' ...' if len(missing) > 20 else ''} "
+                             f"({len(missing)} of the {len(names)} asked for); its {len(rows)} {kind}s: "
+                             f"{rows[:40]}{' ...' if len(rows) > 40 else ''}")
 
     def build(self) -> tuple[nn.Module, LoadReport]:
         hp = self.hparams
@@ -331,6 +370,11 @@ class TaskModule(L.LightningModule):
     def sheet_legend(self, row: np.ndarray, result) -> np.ndarray:
         """Predict's sheet ``row`` with this task's legend below it (seg: the classes of ``result``)."""
         return row
+
+    def findings(self, result) -> dict:
+        """What one image's prediction (``result``, as for ``picture``) found, as plain JSON data (the web demo's
+        answer): pose's people, seg's class areas, ...; {} for a task with nothing to count."""
+        return {}
 
     # -- the loop ----------------------------------------------------------------------------
 

@@ -62,6 +62,9 @@ class TaskSpec:
             ``onnx_config.json``).
         fit_model: Adapts a built or loaded model to the run's input size, noting changes in the load report, and
             checks it can run there (pointmap: its scale MLP); None: nothing to adapt.
+        auto_class: The transformers Auto class an export loads with (its model card's example).
+        pipeline_tag: The Hugging Face Hub's task tag of its model card, where the Hub has one for the task.
+        predicts: What the model gives, in a phrase for its model card.
     """
 
     name: str
@@ -81,6 +84,9 @@ class TaskSpec:
     draw_sample: Callable | None = None
     fit_model: Callable[[nn.Module, LoadReport], None] | None = None
     decode: str = ""
+    auto_class: str | None = None
+    pipeline_tag: str | None = None
+    predicts: str = ""
 
 
 def _sapiens2_308() -> list[str]:
@@ -98,7 +104,10 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              "Sapiens2ForPoseEstimation", label_kind="keypoint", label_arg="keypoints", heads=heads.POSE_HEADS,
              released_labels=_sapiens2_308, links=KEYPOINT_LINKS, predictor="crops",
              processor={"do_pad": False, "keypoint_heatmap_downscale_factor": 4},
-             draw_sample=pose_draw.draw_sample,
+             draw_sample=pose_draw.draw_sample, auto_class="AutoModelForPoseEstimation",
+             pipeline_tag="keypoint-detection",
+             predicts="the keypoints of each person (top-down: one crop per person box, UDP heatmaps) with a score "
+                      "per keypoint",
              decode="heatmaps (B, K, h, w) of person crops (each box widened to the input aspect, affine-warped to "
                     "the input size). With heatmap_output 'logits', take the softmax over each map first. Keypoint k: "
                     "the argmax (x, y) of map k (DARK refinement optional), in crop pixels x * (W - 1) / (w - 1), "
@@ -109,31 +118,37 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
            label_kind="class", label_arg="class_names", heads=heads.SEG_HEADS,
            released_labels=lambda: SAPIENS2_PART_CLASSES,
            links=DENSE_LINKS + ((("data.num_classes", "data.class_names"), "model.class_names", resolve_class_names),),
-           draw_sample=seg_draw.draw_sample,
+           draw_sample=seg_draw.draw_sample, auto_class="AutoModelForSemanticSegmentation",
+           pipeline_tag="image-segmentation", predicts="a body-part class for every pixel",
            decode="logits (B, C, h, w): resize to the input size, argmax over C = class ids (id2label), then undo "
                   "the stretch to the image size.",
            processor={"do_pad": False}),  # transformers' seg post-processing expects a stretched input
     _dense("normal", "NormalModule", "Sapiens2ForNormalEstimation", ("val/angle_mean", "min"),
            outputs=("normal_x", "normal_y", "normal_z"), heads=heads.PIXEL_SHUFFLE_HEADS,
-           draw_sample=normal_draw.draw_sample,
+           draw_sample=normal_draw.draw_sample, auto_class="AutoModelForNormalEstimation",
+           predicts="a camera-space surface normal for every pixel",  # the Hub has no normal-estimation task tag
            decode="normals (B, 3, h, w): resize to the input size, divide by the norm per pixel = camera-space unit "
                   "normals (x right, y down, z forward); undo the letterbox.",
            processor={"do_pad": True}),  # letterboxed as in training; the post-processing removes the padding
     _dense("pointmap", "PointmapModule", "Sapiens2ForPointmapEstimation", ("val/l2", "min"),
            outputs=("x", "y", "z"), heads=heads.POINTMAP_HEADS, processor={"do_pad": True},
            draw_sample=pointmap_draw.draw_sample, fit_model=fit_scale_head,
+           auto_class="AutoModelForPointmapEstimation", pipeline_tag="depth-estimation",
+           predicts="camera XYZ in metres for every pixel (a pointmap: depth and 3-D shape)",
            decode="pointmaps (B, 3, h, w): canonical camera XYZ (focal 768); scales (B, 1): metric XYZ = "
                   "pointmaps / scale on all three axes; resize to the input size and undo the letterbox."),
     _dense("matting", "MattingModule", "Sapiens2ForImageMatting", ("val/sad", "min"),
            outputs=("foreground_r", "foreground_g", "foreground_b", "alpha"), heads=heads.PIXEL_SHUFFLE_HEADS,
-           draw_sample=matting_draw.draw_sample,
+           draw_sample=matting_draw.draw_sample, auto_class="AutoModelForImageMatting",
+           pipeline_tag="image-segmentation", predicts="an alpha matte and the foreground colours of the people",
            decode="alphas (B, 1, h, w) and foregrounds (B, 3, h, w), in [0, 1]: resize to the input size, undo the "
                   "stretch to the image size.",
            processor={"do_pad": False}),  # transformers' matting post-processing expects a stretched input
     # After normal, whose transformers class it shares: a released normal checkpoint (no recorded task) stays normal.
     _dense("albedo", "AlbedoModule", "Sapiens2ForNormalEstimation", ("val/psnr", "max"),
            outputs=("albedo_r", "albedo_g", "albedo_b"), heads=heads.PIXEL_SHUFFLE_HEADS,
-           draw_sample=albedo_draw.draw_sample,
+           draw_sample=albedo_draw.draw_sample, auto_class="AutoModelForNormalEstimation",  # the class it shares
+           predicts="the RGB albedo (the surface colour before lighting) for every pixel",  # no Hub task tag fits
            decode="normals (B, 3, h, w): RGB albedo (the surface colour before lighting), clamp to [0, 1]; resize "
                   "to the input size and undo the letterbox.",
            processor={"do_pad": True}),  # letterboxed as in training
@@ -216,6 +231,8 @@ def build_task_model(task: str, labels: Sequence[str], image_size: Sequence[int]
     if spec.fit_model is not None:
         spec.fit_model(model, report)
     if pretraining_head and not init_from:
-        report.notes.append(load_task_head(model, resolve_pretrained(kwargs["pretrained"]), task))
-        report.head, report.new = "pretrained", []
+        note, new = load_task_head(model, resolve_pretrained(kwargs["pretrained"]), task,
+                                   labels if spec.label_arg else None)
+        report.notes.append(note)
+        report.head, report.new = "pretrained", new
     return model, report

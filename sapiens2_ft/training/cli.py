@@ -9,7 +9,8 @@
   the dashboard's files (``tracking.*``), the latest validation's predictions (pose ``predictions.json``,
   dense ``predictions/``), image panels (``overlays/``), each validation's ``diagnostics/step_<N>/``, and at
   the end ``results.png``, ``export/``
-  (the best checkpoint as a Hugging Face model directory) and ``summary.json``.
+  (the best checkpoint as a Hugging Face model directory with its model card; ``hub.push_to_hub`` uploads it)
+  and ``summary.json``.
 - ``--resume auto|PATH`` continues a run (weights, optimiser, schedule, step, wandb run);
   ``--init_from CKPT_OR_DIR`` starts a new run from an earlier run's weights only.
 """
@@ -32,7 +33,8 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.plugins.environments import ClusterEnvironment, SLURMEnvironment
 
-from sapiens2_ft.compat import cli_value, experiment_started
+from datamodules.errors import DataError
+from sapiens2_ft.compat import cli_value, experiment_started, only_imports_under
 from sapiens2_ft.models.adapters import FROZEN_DTYPES, frozen_storage
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
 from sapiens2_ft.resources import config_dir, format_config_list
@@ -51,12 +53,16 @@ from sapiens2_ft.training.callbacks.resume_position import ResumeDataPosition
 from sapiens2_ft.training.callbacks.run_artifacts import RunArtifacts
 from sapiens2_ft.training.callbacks.step_checkpoint import StepCheckpoint
 from sapiens2_ft.training.callbacks.throughput import Throughput
+from sapiens2_ft.training.callbacks.validate_first import ValidateFirst
 from sapiens2_ft.training.checkpoint_io import (AtomicCheckpointIO, CheckpointSaveError,
                                                 agree_on_failed_saves)
-from sapiens2_ft.training.config_safety import check_class_paths
+from sapiens2_ft.training.config_safety import (check_parsed_recipe, check_recipe_files, import_roots,
+                                                load_recipe)
 from sapiens2_ft.training.hf_export import export_checkpoint
+from sapiens2_ft.training.hub import HubConfig, HubError, hub_problems, push_export
 from sapiens2_ft.training.results_page import write_results_png
-from sapiens2_ft.training.run_dir import (LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, default_run_dir,
+from sapiens2_ft.training.run_facts import run_facts
+from sapiens2_ft.training.run_dir import (LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, claim, default_run_dir,
                                           resolve_resume, run_name)
 from sapiens2_ft.training.tracking import TrackingConfig, build_loggers, git_commit, new_run_id
 
@@ -91,8 +97,7 @@ def task_of(argv: list[str]) -> str:
         config = argv[i + 1] if arg == "--config" and i + 1 < len(argv) else (
             arg.split("=", 1)[1] if arg.startswith("--config=") else None)
         if config is not None:
-            with open(config) as f:
-                task = (yaml.safe_load(f) or {}).get("task", task)
+            task = load_recipe(config).get("task", task)
         elif arg == "--task" and i + 1 < len(argv):
             task = argv[i + 1]
         elif arg.startswith("--task="):
@@ -112,6 +117,9 @@ def check_config(config, module_class) -> None:
                         f"arguments (task_of); give the task once, in a config or as --task")
     if config.resume and config.init_from:
         problems.append("--resume continues a run and --init_from starts a new one: give one of them")
+    if config.hub.push_to_hub and not config.export:
+        problems.append("hub.push_to_hub uploads the run's export: it needs export: true")
+    problems += hub_problems(config.hub.push_to_hub)
     options = config.model.as_dict()
     if hasattr(module_class, "check_options"):  # the task modules (multi-task pretraining checks its own)
         problems += module_class.check_options(**options)
@@ -151,13 +159,17 @@ class SaveRecipe(SaveConfigCallback):
 
 
 class Sapiens2CLI(LightningCLI):
-    """Adds the ``task``, ``run_dir``, ``resume``, ``init_from``, ``checkpoint_every_n_steps``, ``export``,
-    ``tf32``, ``tracking``, ``non_finite``, ``preemption``, ``ema`` and ``early_stopping`` keys, the task links, the run directory and the run's callbacks."""
+    """Adds the ``task``, ``run_dir``, ``resume``, ``init_from``, ``checkpoint_every_n_steps``, ``export``, ``hub``,
+    ``validate_first``, ``tf32``, ``tracking``, ``non_finite``, ``preemption``, ``ema`` and ``early_stopping`` keys,
+    the task links, the run directory and the run's callbacks."""
 
     def __init__(self, task: str, **kwargs):
         self.task = task_spec(task)
         self.resume: CheckpointInfo | None = None
-        super().__init__(import_class(self.task.module), import_class(self.task.datamodule), **kwargs)
+        args = kwargs.get("args")
+        check_recipe_files(list(sys.argv[1:] if args is None else args))  # before the parser imports what they name
+        with only_imports_under(import_roots()):
+            super().__init__(import_class(self.task.module), import_class(self.task.datamodule), **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_argument("--task", default=DEFAULT_TASK, help=f"Task: {', '.join(TASKS)}")
@@ -173,6 +185,10 @@ class Sapiens2CLI(LightningCLI):
                                  "loses at most N steps (default: at validations only)")
         parser.add_argument("--export", type=bool, default=True,
                             help="Export the best checkpoint to <run_dir>/export at the end of fit")
+        parser.add_class_arguments(HubConfig, "hub")
+        parser.add_argument("--validate_first", type=bool, default=False,
+                            help="Validate before the first training step: the start beside the end in the curves, "
+                                 "the console and summary.json (start_metrics); replaces Lightning's sanity check")
         parser.add_argument("--tf32", type=bool, default=True,
                             help="TF32 matmuls and convolutions for the float32 parts on a GPU (as upstream)")
         parser.add_class_arguments(TrackingConfig, "tracking")
@@ -186,7 +202,7 @@ class Sapiens2CLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self.config
-        check_class_paths(config.as_dict())
+        check_parsed_recipe(config.as_dict())
         check_config(config, self.model_class)
         name = run_name(config.get("config") or [])
         resumed = resolve_resume(config.resume, config.run_dir, name) if config.resume else None
@@ -205,11 +221,13 @@ class Sapiens2CLI(LightningCLI):
         self.run_dir = Path(config.run_dir)
         if self.resume is None:
             check_fresh(self.run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        claim(self.run_dir)
         trainer = config.trainer
         trainer.default_root_dir = str(self.run_dir)
         if trainer.precision is None:
             trainer.precision = default_precision(trainer.accelerator)
+        if config.validate_first and trainer.num_sanity_val_steps is None:
+            trainer.num_sanity_val_steps = 0  # the first validation checks the whole val loop anyway
 
     def instantiate_trainer(self, **kwargs):
         monitor, mode = self.model.monitor
@@ -236,6 +254,8 @@ class Sapiens2CLI(LightningCLI):
         extra = [ema_callback(cli_value(self, self.config_init, "ema"), config.get("strategy", "auto")),
                  early_stopping_callback(cli_value(self, self.config_init, "early_stopping"), monitor, mode)]
         callbacks += [c for c in extra if c is not None]
+        if cli_value(self, self.config_init, "validate_first"):
+            callbacks.append(ValidateFirst())
         every_n_steps = cli_value(self, self.config_init, "checkpoint_every_n_steps")
         if every_n_steps:
             callbacks.append(StepCheckpoint(self.run_dir / LAST_CHECKPOINT, every_n_steps))
@@ -282,6 +302,7 @@ def _main(argv: list[str] | None) -> dict:
     if "--list-configs" in argv:
         print(format_config_list())
         raise SystemExit(0)
+    given = list(argv)
     argv = resolve_config_args(argv)
     # sys.argv stays as it is: Lightning's launcher starts the other ranks by re-running it.
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
@@ -312,6 +333,9 @@ def _main(argv: list[str] | None) -> dict:
     except CheckpointSaveError as err:  # the message says it all (path, size, free space); every rank stops
         close_dashboards(trainer, exit_code=1)
         raise SystemExit(str(err)) from None
+    except DataError as err:  # names the file, the record and the field
+        close_dashboards(trainer, exit_code=1)
+        raise SystemExit(f"data: {err}") from None
     except Preempted as stop:  # last.ckpt is written; requeue (SLURM) and exit with a status that asks for a rerun
         close_dashboards(trainer)
         preemption = cli.config.preemption
@@ -332,19 +356,28 @@ def _main(argv: list[str] | None) -> dict:
             raise SystemExit(str(err)) from None
     guard = next(c for c in trainer.callbacks if isinstance(c, NonFiniteGuard))
     summary = artifacts.write_summary(trainer, model, data, wall_time_s=time.time() - started, extra={
-        "git_commit": commit, "non_finite_skipped_steps": guard.skipped, "non_finite_events": guard.events})
+        "git_commit": commit, "non_finite_skipped_steps": guard.skipped, "non_finite_events": guard.events,
+        **run_facts(trainer, data, given)})
     leave_process_group(trainer)
     if trainer.is_global_zero:
         close_dashboards(trainer)
-        finish_run(cli.run_dir, summary, model.monitor[0], export=cli.config.export)
+        finish_run(cli.run_dir, summary, model.monitor[0], export=cli.config.export, hub=cli.config.hub)
     return summary
 
 
-def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool) -> None:
-    """Rank 0 after fit: the results page, the export of the best checkpoint, the closing lines."""
+def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool, hub=None) -> None:
+    """Rank 0 after fit: the results page, the export of the best checkpoint (and its upload), the closing lines. A
+    refused upload ends the run with its message once everything else is written."""
     results = write_results_png(run_dir, monitor)
+    refused = None
     if export and summary["best_checkpoint"]:
-        summary["export"] = str(export_checkpoint(summary["best_checkpoint"], run_dir / "export"))
+        summary["export"] = str(export_checkpoint(summary["best_checkpoint"], run_dir / "export", overwrite=True))
+        if hub is not None and hub.push_to_hub:
+            try:
+                summary["hub"] = push_export(summary["export"], hub.push_to_hub, hub.private)
+            except HubError as err:
+                refused = (f"{err}\nthe export is in {summary['export']}; upload it with `sapiens2-ft export "
+                           f"--checkpoint {summary['export']} --push_to_hub {hub.push_to_hub}`")
         with open(run_dir / "summary.json", "w") as f:
             json.dump(summary, f, indent=2)
     print(f"run directory: {run_dir}")
@@ -352,7 +385,14 @@ def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool) -> None
         print(f"curves: {results}; prediction overlays: {run_dir / 'overlays'}")
     if summary.get("export"):
         print(f"model for transformers / predict: {summary['export']}")
+    if summary.get("hub"):
+        print(f"uploaded to the Hugging Face Hub: {summary['hub']}")
+    if summary.get("start_metrics"):
+        print("start metrics: " + "  ".join(f"{k}={v:.4f}" for k, v in summary["start_metrics"].items()
+                                           if isinstance(v, (int, float))))
     print("final metrics: " + "  ".join(f"{k}={v:.4f}" for k, v in summary["metrics"].items()))
+    if refused:
+        raise SystemExit(refused)
 
 
 def leave_process_group(trainer) -> None:

@@ -9,7 +9,11 @@ NormalEstimation, PointmapEstimation, ImageMatting}.from_pretrained(DIR)`` and h
 - ``model.safetensors``: the weights (float32);
 - ``preprocessor_config.json``: input size and the mean / std of the normalisation
   (``Sapiens2ImageProcessor`` settings, plus the task's own from the task registry);
-- ``keypoints.yaml`` (pose): the keypoint set (names, OKS sigmas, skeleton), usable as ``data.keypoints``.
+- ``keypoints.yaml`` (pose): the keypoint set (names, OKS sigmas, skeleton), usable as ``data.keypoints``;
+- ``README.md``: the model card (``training/model_card.py``), with ``LICENSE-sapiens2.md`` and the run's
+  ``predictions.png`` beside it.
+- ``export_manifest.json``: the files the export wrote (``export_dir.py``: a folder holding other files is refused
+  without ``overwrite``, and only these files are uploaded).
 
 A checkpoint is a ``.ckpt`` file or an FSDP2 distributed checkpoint directory (consolidated here, in one
 process, reading only the model's tensors).
@@ -22,12 +26,15 @@ from pathlib import Path
 
 import yaml
 
+from datamodules.keypoints.metainfo import SET_FILE
 from sapiens2_ft.models.checkpoints import load_model
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
 from sapiens2_ft.tasks.registry import TASK_KEY, model_class, task_spec
+from sapiens2_ft.training.export_dir import check_folder, recording, remove_earlier_export
+from sapiens2_ft.training.hub import push_export
+from sapiens2_ft.training.model_card import write_card
 
 PREPROCESSOR_FILE = "preprocessor_config.json"
-KEYPOINTS_FILE = "keypoints.yaml"
 
 
 def preprocessor_config(task: str, image_size, heatmap_sigma: float | None = None) -> dict:
@@ -60,29 +67,26 @@ def exported_input_size(directory: Path, config) -> list[int]:
     return input_size
 
 
-def export_checkpoint(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None) -> Path:
-    """Write the Hugging Face directory of ``checkpoint`` to ``out``; optionally upload it to the Hub."""
+def export_checkpoint(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None,
+                      private: bool = False, overwrite: bool = False) -> Path:
+    """Write the Hugging Face directory of ``checkpoint`` to ``out``, with its model card; optionally upload it to
+    the Hub repository ``push_to_hub`` (``private``: a new repository is private; ``hub.HubError`` when refused).
+    A folder holding files no export wrote is refused unless ``overwrite`` (``export_dir.py``)."""
     out = Path(out)
+    check_folder(out, overwrite)
     model, info = load_model(checkpoint, model_class)
     model.config.architectures = [type(model).__name__]
     setattr(model.config, TASK_KEY, info.task)  # tasks may share a class: predict and evaluate read the task here
-    model.save_pretrained(out, safe_serialization=True)
-    with open(out / PREPROCESSOR_FILE, "w") as f:
-        sigma = info.hyper_parameters.get("sigma")
-        json.dump(preprocessor_config(info.task, model.config.image_size, sigma), f, indent=2)
-    if info.keypoints is not None:
-        with open(out / KEYPOINTS_FILE, "w") as f:
-            yaml.safe_dump(info.keypoints, f, sort_keys=False)
+    remove_earlier_export(out)
+    with recording(out):
+        model.save_pretrained(out, safe_serialization=True)
+        with open(out / PREPROCESSOR_FILE, "w") as f:
+            sigma = info.hyper_parameters.get("sigma")
+            json.dump(preprocessor_config(info.task, model.config.image_size, sigma), f, indent=2)
+        if info.keypoints is not None:
+            with open(out / SET_FILE, "w") as f:
+                yaml.safe_dump(info.keypoints, f, sort_keys=False)
+        write_card(out, info)
     if push_to_hub:
-        push_directory(out, push_to_hub)
+        push_export(out, push_to_hub, private)
     return out
-
-
-def push_directory(directory: Path, repo_id: str) -> None:
-    """Upload an exported directory to a Hub model repository (created if missing; needs `hf auth login`)."""
-    from huggingface_hub import HfApi
-
-    api = HfApi()
-    api.create_repo(repo_id, repo_type="model", exist_ok=True)
-    api.upload_folder(folder_path=str(directory), repo_id=repo_id, repo_type="model",
-                      commit_message="Upload Sapiens2 model fine-tuned with sapiens2-ft")

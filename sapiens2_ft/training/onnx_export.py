@@ -14,6 +14,7 @@ import torch
 from sapiens2_ft.models.onnx import DTYPES, ONNX_FILE, export_onnx
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
 from sapiens2_ft.tasks.registry import TASKS, model_class, task_of_config, task_spec
+from sapiens2_ft.training.export_dir import recording
 from sapiens2_ft.training.hf_export import PREPROCESSOR_FILE, exported_input_size
 
 ONNX_CONFIG_FILE = "onnx_config.json"
@@ -45,20 +46,21 @@ def write_onnx(directory: str | Path, dtype: str = "float32") -> Path:
     from transformers import Sapiens2Config
 
     directory = Path(directory)
-    config = Sapiens2Config.from_pretrained(directory)
+    config = Sapiens2Config.from_pretrained(directory, trust_remote_code=False)
     task = task_of_config(config)
     if task not in TASKS:
         raise ValueError(f"{directory} holds no Sapiens2 task model of this installation (task {task}, "
                          f"architecture {config.architectures})")
-    model = model_class(task).from_pretrained(directory).eval()
+    model = model_class(task).from_pretrained(directory, trust_remote_code=False).eval()
     input_size = exported_input_size(directory, config)
     started = time.time()
-    names = export_onnx(model, input_size, directory / ONNX_FILE, dtype)
-    with torch.no_grad():
-        out = model.to(DTYPES[dtype])(pixel_values=torch.zeros(1, 3, *input_size, dtype=DTYPES[dtype]))
-    shapes = {name: list(out[name].shape) for name in names}
-    (directory / ONNX_CONFIG_FILE).write_text(json.dumps(onnx_config(directory, model.config, task, names, shapes,
-                                                                     dtype), indent=2))
+    with recording(directory, start=False):  # the export's files, where the folder is an export of this project
+        names = export_onnx(model, input_size, directory / ONNX_FILE, dtype)
+        with torch.no_grad():
+            out = model.to(DTYPES[dtype])(pixel_values=torch.zeros(1, 3, *input_size, dtype=DTYPES[dtype]))
+        shapes = {name: list(out[name].shape) for name in names}
+        (directory / ONNX_CONFIG_FILE).write_text(json.dumps(onnx_config(directory, model.config, task, names,
+                                                                         shapes, dtype), indent=2))
     print(f"ONNX model ({dtype}, outputs {', '.join(names)}) -> {directory / ONNX_FILE} "
           f"in {time.time() - started:.1f} s")
     return directory / ONNX_FILE

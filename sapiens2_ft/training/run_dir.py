@@ -16,6 +16,7 @@ from pathlib import Path
 from sapiens2_ft.models.checkpoints import CheckpointError, is_distributed_checkpoint, read_info
 
 RUN_DIR_ENV = "SAPIENS2_FT_RUN_DIR"
+RUN_MARKER = ".sapiens2_ft_run"  # marks a folder as a run directory: only those take a new run's files
 
 
 def run_name(config_files: list) -> str:
@@ -83,7 +84,8 @@ def checkpoint_candidates(run_dir: Path) -> list[Path]:
 
 def unreadable_reason(path: Path) -> str | None:
     """Why ``--resume`` cannot use a checkpoint (None when it can): its record does not load (a truncated or
-    zeroed file), or a distributed checkpoint lacks a shard file its metadata lists or holds it shorter."""
+    zeroed file), or a distributed checkpoint lacks a shard file its metadata lists or holds it shorter, or holds
+    anything but tensors and plain data (``models/dcp_metadata.py``: checked before Lightning unpickles it)."""
     if path.is_file():
         with open(path, "rb") as f:
             head = f.read(4096)
@@ -100,12 +102,14 @@ def unreadable_reason(path: Path) -> str | None:
         return str(err)
     if not path.is_dir():
         return None
-    import torch.distributed.checkpoint as dcp
+    from sapiens2_ft.models.dcp_metadata import UnsafeCheckpointError, check_byte_items, read_metadata
 
     try:
-        metadata = dcp.FileSystemReader(str(path)).read_metadata()
-    except Exception as err:
-        return f"its metadata (.metadata) does not load ({type(err).__name__}: {err})"
+        metadata = read_metadata(path)
+    except UnsafeCheckpointError as err:
+        return str(err)
+    except ValueError as err:
+        return f"its metadata (.metadata) does not load ({err})"
     needed: dict[str, int] = {}
     for info in (metadata.storage_data or {}).values():
         needed[info.relative_path] = max(needed.get(info.relative_path, 0), info.offset + info.length)
@@ -115,6 +119,10 @@ def unreadable_reason(path: Path) -> str | None:
             return f"shard {name} is missing (listed in its .metadata)"
         if shard.stat().st_size < size:
             return f"shard {name} is {shard.stat().st_size:,} bytes, its .metadata needs {size:,} (cut short)"
+    try:  # Lightning unpickles these on resume
+        check_byte_items(path, metadata)
+    except UnsafeCheckpointError as err:
+        return str(err)
     return None
 
 
@@ -175,8 +183,22 @@ def resolve_resume(resume: str, run_dir: str | None, config_name: str) -> tuple[
 
 
 def check_fresh(run_dir: Path) -> None:
-    """Refuse to write a new run over a finished one's files."""
+    """Refuse to write a new run over a finished one's files, or into a folder of other files (one without
+    :data:`RUN_MARKER`, which :func:`claim` writes first into every run directory)."""
     taken = [name for name in ("summary.json", "checkpoints") if (run_dir / name).exists()]
     if taken:
         raise SystemExit(f"run directory {run_dir} already holds a run ({', '.join(taken)}); "
                          f"pass another --run_dir, or --resume {run_dir} to continue it")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise SystemExit(f"--run_dir {run_dir} is a file; give a new or empty folder")
+    others = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
+    if others and RUN_MARKER not in others:
+        raise SystemExit(f"--run_dir {run_dir} is not a run directory: it holds other files ({', '.join(others[:5])}"
+                         f"{' ...' if len(others) > 5 else ''}) that a run would write over; give a new or empty "
+                         "folder")
+
+
+def claim(run_dir: Path) -> None:
+    """Create ``run_dir`` and mark it as a run directory (before anything else is written into it)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / RUN_MARKER).touch()

@@ -216,17 +216,21 @@ def test_labelme_bad_records_name_the_file_and_shape(tmp_path, capsys):
 
 # ---- CVAT -----------------------------------------------------------------------------------------------------
 
-def cvat_rle(mask: np.ndarray) -> str:
-    """Run lengths over the mask's rows, background first (CVAT's mask ``rle``)."""
-    flat, counts, current, run = mask.reshape(-1), [], False, 0
+def run_lengths(flat: np.ndarray) -> list[int]:
+    """Lengths of the runs of equal values along ``flat``, background (False) first."""
+    counts, current, run = [], False, 0
     for value in flat:
         if value == current:
             run += 1
         else:
             counts.append(run)
             current, run = value, 1
-    counts.append(run)
-    return ", ".join(str(c) for c in counts)
+    return counts + [run]
+
+
+def cvat_rle(mask: np.ndarray) -> str:
+    """Run lengths over the mask's rows, background first (CVAT's mask ``rle``)."""
+    return ", ".join(str(c) for c in run_lengths(mask.reshape(-1)))
 
 
 def write_cvat_xml(src: Path, scenes: list[Scene]) -> None:
@@ -320,6 +324,94 @@ def test_cvat_coco_keypoints_export_is_remapped_by_name(tmp_path):
     result = convert("cvat", tmp_path / "src", tmp_path / "out")
     check_output(tmp_path / "out", "train", scenes, seg=False, polygons=False)
     assert not result.seg and not result.problems.problems
+
+
+def voc_colour(index: int) -> tuple[int, int, int]:
+    """Pascal VOC's palette (CVAT's default mask colours): the bits of the index spread over r, g, b."""
+    r = g = b = 0
+    for shift in range(8):
+        r |= ((index >> 0) & 1) << (7 - shift)
+        g |= ((index >> 1) & 1) << (7 - shift)
+        b |= ((index >> 2) & 1) << (7 - shift)
+        index >>= 3
+    return r, g, b
+
+
+def write_cvat_masks(src: Path, scenes: list[Scene], labels: list[str]) -> None:
+    """A "Segmentation mask 1.1" export: labelmap.txt (``labels`` in Pascal VOC colours, background first),
+    ImageSets/Segmentation/default.txt, SegmentationClass/ colour masks and JPEGImages/ (here lossless PNG)."""
+    colours = {label: voc_colour(k) for k, label in enumerate(labels)}
+    (src / "ImageSets" / "Segmentation").mkdir(parents=True)
+    (src / "labelmap.txt").write_text("# label:color_rgb:parts:actions\n" + "".join(
+        f"{label}:{','.join(map(str, colour))}::\n" for label, colour in colours.items()))
+    (src / "ImageSets" / "Segmentation" / "default.txt").write_text("".join(f"{Path(s.name).stem}\n" for s in scenes))
+    for scene in scenes:
+        write_png(src / "JPEGImages" / scene.name, scene.pixels)
+        mask = np.zeros((H, W, 3), np.uint8)
+        mask[:] = colours["background"]
+        for label, (x1, y1, x2, y2) in scene.rects:
+            mask[y1:y2 + 1, x1:x2 + 1] = colours[label]
+        label, (left, top), shape = scene.mask
+        mask[top:top + shape.shape[0], left:left + shape.shape[1]][shape] = colours[label]
+        write_png(src / "SegmentationClass" / f"{Path(scene.name).stem}.png", mask)
+
+
+def test_cvat_segmentation_masks_give_the_labels_they_were_painted_from(tmp_path):
+    scenes = [make_scene(i) for i in range(2)]
+    write_cvat_masks(tmp_path / "src", scenes, ["background", "Torso", "Face_Neck", "Upper_Clothing", "hat", "Hair"])
+    result = convert("cvat", tmp_path / "src", tmp_path / "out")
+    for scene in scenes:
+        labels = cv2.imread(str(tmp_path / "out" / "train" / "labels" / f"{Path(scene.name).stem}.png"),
+                            cv2.IMREAD_UNCHANGED)
+        np.testing.assert_array_equal(labels, expected_labels(scene))  # hat: no such class, 255
+        copied = cv2.cvtColor(cv2.imread(str(tmp_path / "out" / "train" / "images" / scene.name)), cv2.COLOR_BGR2RGB)
+        np.testing.assert_array_equal(copied, scene.pixels)
+    assert result.seg and not result.pose and result.classes.unmatched == {"hat": 2}
+    assert not result.problems.problems and not result.check.problems, result.check.format()
+    # A colour labelmap.txt does not list is named and left unlabelled.
+    mask_file = tmp_path / "src" / "SegmentationClass" / "img0.png"
+    mask = cv2.imread(str(mask_file))
+    mask[:3, :4] = (1, 2, 3)  # BGR
+    cv2.imwrite(str(mask_file), mask)
+    again = convert("cvat", tmp_path / "src", tmp_path / "again")
+    assert [str(p) for p in again.problems.problems] == [
+        f"{mask_file}: image img0 (default): colour: 12 pixels of colour 3,2,1, which labelmap.txt does not list; "
+        "they are left unlabelled (255)"]
+    labels = cv2.imread(str(tmp_path / "again" / "train" / "labels" / "img0.png"), cv2.IMREAD_UNCHANGED)
+    assert (labels[:3, :4] == 255).all()
+
+
+def column_rle(mask: np.ndarray) -> list[int]:
+    """COCO's uncompressed RLE: run lengths over the mask in column-major order, background first."""
+    return run_lengths(mask.T.reshape(-1))
+
+
+def test_cvat_coco_instances_polygons_and_rle_masks_give_the_same_labels(tmp_path):
+    scenes = [make_scene(i) for i in range(2)]
+    names = ["Torso", "Face_Neck", "Upper_Clothing", "hat", "Hair"]
+    images, anns = [], []
+    for k, scene in enumerate(scenes, 1):
+        write_png(tmp_path / "src" / "images" / scene.name, scene.pixels)
+        images.append({"id": k, "file_name": scene.name, "width": W, "height": H})
+        for label, r in scene.rects:
+            polygon = [float(v) for corner in rect_points(*r) for v in corner]
+            anns.append({"id": len(anns) + 1, "image_id": k, "category_id": names.index(label) + 1, "iscrowd": 0,
+                         "segmentation": [polygon], "bbox": [r[0], r[1], r[2] - r[0], r[3] - r[1]], "area": 0})
+        label, (left, top), shape = scene.mask
+        full = np.zeros((H, W), bool)
+        full[top:top + shape.shape[0], left:left + shape.shape[1]] = shape
+        anns.append({"id": len(anns) + 1, "image_id": k, "category_id": names.index(label) + 1, "iscrowd": 1,
+                     "segmentation": {"counts": column_rle(full), "size": [H, W]}, "bbox": [0, 0, 1, 1], "area": 0})
+    (tmp_path / "src" / "annotations").mkdir()
+    (tmp_path / "src" / "annotations" / "instances_default.json").write_text(json.dumps(
+        {"licenses": [], "info": {}, "images": images, "annotations": anns,
+         "categories": [{"id": i + 1, "name": n, "supercategory": ""} for i, n in enumerate(names)]}))
+    result = convert("cvat", tmp_path / "src", tmp_path / "out")
+    for scene in scenes:
+        labels = cv2.imread(str(tmp_path / "out" / "train" / "labels" / f"{Path(scene.name).stem}.png"),
+                            cv2.IMREAD_UNCHANGED)
+        np.testing.assert_array_equal(labels, expected_labels(scene))
+    assert result.seg and not result.pose and not result.problems.problems
 
 
 # ---- Label Studio ---------------------------------------------------------------------------------------------

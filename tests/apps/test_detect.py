@@ -133,7 +133,7 @@ def test_box_options_are_checked(pose_run, seg_checkpoint, tiny_coco, tmp_path):
         predict.main([*pose, "--boxes_from_seg", str(pose_run[0] / "export")])
     with pytest.raises(SystemExit, match="are for pose models"):
         predict.main(["--model", str(seg_checkpoint), *base, "--detector", "x/y"])
-    with pytest.raises(SystemExit, match=r"(?s)--detector: .*hf download someone/missing"):
+    with pytest.raises(SystemExit, match=r"(?s)--detector someone/missing: .*hf download someone/missing"):
         predict.main([*pose, "--detector", "someone/missing"])
 
 

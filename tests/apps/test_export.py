@@ -94,7 +94,7 @@ def test_predict_pose_writes_coco_results_and_overlays(pose_run, tiny_coco, tmp_
 
     # Without boxes: one whole-image person per image, and images.json to read the results against.
     out = predict.main(["--model", str(pose_run[0] / "export"), "--input", str(tiny_coco / "val2017"),
-                        "--out", str(tmp_path / "whole")])
+                        "--out", str(tmp_path / "whole"), "--whole_image"])
     images = COCO(str(out / "images.json"))
     results = images.loadRes(str(out / "keypoints.json"))
     assert len(results.getAnnIds()) == 2
@@ -126,7 +126,7 @@ def test_predict_pose_keys_images_by_relative_path(pose_run, tiny_coco, tmp_path
         (images / folder).mkdir(parents=True)
         shutil.copy(tiny_coco / "val2017" / source, images / folder / "000000.jpg")
     model = str(pose_run[0] / "export")
-    out = predict.main(["--model", model, "--input", str(images), "--out", str(tmp_path / "whole")])
+    out = predict.main(["--model", model, "--input", str(images), "--out", str(tmp_path / "whole"), "--whole_image"])
     coco_images = json.loads((out / "images.json").read_text())["images"]
     assert sorted((im["file_name"], im["id"]) for im in coco_images) == [("a/000000.jpg", 1), ("b/000000.jpg", 2)]
     assert sorted(r["image_id"] for r in json.loads((out / "keypoints.json").read_text())) == [1, 2]
@@ -177,14 +177,16 @@ def test_predict_skips_unreadable_images(pose_run, tiny_coco, tmp_path, capsys):
     raw = (tiny_coco / "val2017" / "000001.jpg").read_bytes()
     (images / "truncated.jpg").write_bytes(raw[:len(raw) // 2])
     model = str(pose_run[0] / "export")
-    out = predict.main(["--model", model, "--input", str(images), "--out", str(tmp_path / "out")])
+    out = predict.main(["--model", model, "--input", str(images), "--out", str(tmp_path / "out"), "--whole_image"])
     captured = capsys.readouterr()
     assert "bad.jpg" in captured.err and "truncated.jpg" in captured.err
-    assert captured.out.strip().splitlines()[-1].endswith("; 2 unreadable images skipped")
+    assert captured.out.strip().splitlines()[-1].endswith("; 2 images skipped (unreadable or too large): bad.jpg, "
+                                                          "truncated.jpg")
     assert [im["file_name"] for im in json.loads((out / "images.json").read_text())["images"]] == ["good.jpg"]
     assert len(json.loads((out / "keypoints.json").read_text())) == 1
     with pytest.raises(SystemExit) as err:  # nothing readable: a non-zero exit
-        predict.main(["--model", model, "--input", str(images / "bad.jpg"), "--out", str(tmp_path / "none")])
+        predict.main(["--model", model, "--input", str(images / "bad.jpg"), "--out", str(tmp_path / "none"),
+                      "--whole_image"])
     assert "none of the 1 images could be read" in str(err.value.code)
 
 
@@ -203,7 +205,8 @@ def test_predict_dense_keys_outputs_by_relative_path_and_skips_unreadable(seg_ch
     assert not (out / "a" / "broken.png").exists()
     captured = capsys.readouterr()
     assert "broken.png" in captured.err
-    assert captured.out.strip().splitlines()[-1] == f"seg maps of 2 images -> {out}; 1 unreadable images skipped"
+    assert captured.out.strip().splitlines()[-1] == (f"seg maps of 2 images -> {out}; 1 images skipped (unreadable or "
+                                                     "too large): a/broken.png")
 
 
 def test_predict_names_the_model_flag_for_a_missing_model(tiny_coco, tmp_path, monkeypatch):

@@ -87,6 +87,9 @@ def test_wheel_installs_and_runs_the_demo_from_any_folder(tmp_path):
     summary = json.loads(summary_file.read_text())
     assert summary["global_step"] == 2 and "assets/sapiens2-mini-synthetic: backbone pretrained" in summary["model"]
     images = work / "data" / "synthetic" / "val" / "images"
-    run([command, "predict", "--model", summary["export"], "--input", images, "--out", work / "predicted"], work, env)
+    boxes = work / "data" / "synthetic" / "annotations" / "val.json"  # the people's boxes (no detector offline)
+    run([command, "predict", "--model", summary["export"], "--input", images, "--boxes", boxes,
+         "--out", work / "predicted"], work, env)
     results = json.loads((work / "predicted" / "keypoints.json").read_text())
-    assert len(results) == len(list(images.iterdir())) and len(results[0]["keypoints"]) == 17 * 3
+    people = json.loads(boxes.read_text())["annotations"]
+    assert len(results) == len(people) and len(results[0]["keypoints"]) == 21 * 3  # coco17_feet

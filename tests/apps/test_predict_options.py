@@ -40,7 +40,7 @@ def test_background_keeps_order_and_raises_the_producers_error():
 def test_bf16_autocast_runs_every_task(pose_run, seg_checkpoint, dense_root, tmp_path):
     out = predict.main(["--model", str(pose_run[0] / "export"), "--model", str(seg_checkpoint),
                         "--input", str(dense_root / "val" / "images"), "--out", str(tmp_path / "out"),
-                        "--precision", "bf16"])
+                        "--precision", "bf16", "--whole_image"])
     people = json.loads((out / "pose" / "keypoints.json").read_text())
     assert len(people) == 2 and np.isfinite([p["keypoints"] for p in people]).all()
     assert len(list((out / "seg").glob("*_overlay.png"))) == 2 and len(list((out / "sheets").glob("*.jpg"))) == 2

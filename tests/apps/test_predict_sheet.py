@@ -31,7 +31,7 @@ def test_several_models_write_per_task_folders_and_a_sheet(pose_run, seg_checkpo
     names = sorted(p.stem for p in images.iterdir())
     out = predict.main(["--model", str(pose_run[0] / "export"), "--model", str(seg_checkpoint),
                         "--model", str(dense_models / "normal"), "--model", str(dense_models / "pointmap"),
-                        "--input", str(images), "--out", str(tmp_path / "out")])
+                        "--input", str(images), "--out", str(tmp_path / "out"), "--whole_image"])
     assert len(json.loads((out / "pose" / "keypoints.json").read_text())) == len(names)  # whole-image boxes
     for name in names:
         people = cv2.imread(str(out / "seg" / f"{name}.png"), cv2.IMREAD_UNCHANGED) > 0

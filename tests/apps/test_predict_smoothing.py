@@ -37,7 +37,7 @@ def test_one_euro_by_hand():
 
 def test_one_euro_speed_is_the_points_speed_in_units_of_scale():
     """A step of (3, 4) is a speed of 5 (not 3 or 4 per coordinate); with scale 5 it is 1 unit per second."""
-    a, b = OneEuroFilter(1.0, 1.0), OneEuroFilter(1.0, 1.0)
+    a, b = OneEuroFilter(1.0, 1.0, d_cutoff=1.0), OneEuroFilter(1.0, 1.0, d_cutoff=1.0)
     start = np.zeros((2, 2))
     a(start, 0.0), b(start, 0.0)
     step = np.array([[0.3, 0.4], [0.0, 0.0]])  # the second point stays: its own cutoff, 1 Hz
@@ -141,7 +141,7 @@ def test_predict_smooth_filters_the_keypoints_of_a_still_noisy_clip(pose_run, ti
         noisy = np.clip(image + rng.normal(0, 12, image.shape), 0, 255).astype(np.uint8)
         cv2.imwrite(str(tmp_path / "frames" / f"{f:03d}.png"), noisy)
     common = ["--model", str(pose_run[0] / "export"), "--input", str(tmp_path / "frames"), "--video", "--fps", "10",
-              "--workers", "0"]
+              "--workers", "0", "--whole_image"]
     raw_out = predict.main([*common, "--out", str(tmp_path / "raw")])
     smooth_out = predict.main([*common, "--out", str(tmp_path / "smooth"), "--smooth", "--smooth_beta", "0.5"])
     raw, heights = _points(json.loads((raw_out / "frames.json").read_text()))
@@ -157,8 +157,8 @@ def test_predict_smooth_filters_the_keypoints_of_a_still_noisy_clip(pose_run, ti
     assert jitter(raw) > 0 and jitter(smoothed) < 0.6 * jitter(raw)
 
     frames = sorted((tmp_path / "frames").iterdir())
-    stream = list(sapiens2_ft.load(pose_run[0] / "export").stream(frames, fps=10, smooth=SmoothOptions(beta=0.5),
-                                                                   batch_size=3))
+    stream = list(sapiens2_ft.load(pose_run[0] / "export").stream(frames, fps=10, boxes="whole_image",
+                                                                   smooth=SmoothOptions(beta=0.5), batch_size=3))
     assert [(r["frame"], r["time"], r["name"]) for r in stream] == [(f, f / 10, str(p)) for f, p in enumerate(frames)]
     assert all([p["track_id"] for p in r["people"]] == [0] for r in stream)
     np.testing.assert_allclose([r["people"][0]["points"] for r in stream], smoothed, atol=0.006)

@@ -73,7 +73,7 @@ def test_a_clip_gives_a_video_and_tracked_people(pose_run, clip, moving_detector
 
 def test_a_folder_of_frames_is_a_video_at_the_given_rate(pose_run, clip, tmp_path):
     out = predict.main(["--model", str(pose_run[0] / "export"), "--input", str(clip[0] / "frames"), "--video",
-                        "--fps", "5", "--out", str(tmp_path / "out")])
+                        "--fps", "5", "--out", str(tmp_path / "out"), "--whole_image"])
     video = cv2.VideoCapture(str(out / "frames.mp4"))
     assert video.get(cv2.CAP_PROP_FPS) == pytest.approx(5)
     assert len(json.loads((out / "frames.json").read_text())["frames"]) == FRAMES

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import shutil
 
 import cv2
@@ -42,10 +44,11 @@ def test_task_defaults_are_upstream_and_checked():
     assert (normal.blur_prob, normal.noise_prob, normal.solarize_prob, normal.rotate_prob) == (0.3, 0.3, 0.3, 0.0)
     pointmap = resolve_augment({}, "pointmap")  # no down/up-sampling, blur, noise or solarize upstream
     assert (pointmap.downup_prob, pointmap.blur_prob, pointmap.noise_prob, pointmap.solarize_prob) == (0, 0, 0, 0)
-    old = resolve_augment({}, "matting")  # the generic set of before, for every task that asks for it
-    assert resolve_augment({"pipeline": "generic"}, "seg") == old
+    old = resolve_augment({"pipeline": "generic"}, "seg")  # the generic set of before, for every task that asks
     assert (old.flip_prob, old.scale_range, old.photometric_prob, old.blur_prob, old.dropout_prob) == (
         0.5, (0.75, 1.5), 0.5, 0.1, 0.0)
+    matting = resolve_augment({}, "matting")  # the generic set without blur (it breaks I = aF + (1 - a)B)
+    assert matting == dataclasses.replace(old, blur_prob=0.0)
     assert validation_fit(seg, "seg") == "stretch" and validation_fit(None, "normal") == "letterbox"
     assert resolve_augment(resolve_augment({"flip_prob": 0.1}, "seg"), "seg").flip_prob == 0.1  # idempotent
     with pytest.raises(ValueError, match="rotate_prob must be 0 for task 'pointmap'"):
@@ -348,13 +351,73 @@ def test_run_summary_counts_filtered_samples(tmp_path):
 
 def test_camera_crop_window_fits_and_keeps_area():
     pipeline = CameraPipeline(resolve_augment({}, "normal"), SIZE, None)
-    for seed in range(20):
-        window = pipeline.crop_window((200, 150), np.random.default_rng(seed))
-        if window is None:
-            continue
-        y, x, h, w = window
+    windows = [pipeline.crop_window((200, 150), np.random.default_rng(seed)) for seed in range(20)]
+    drawn = [w for w in windows if w is not None]
+    assert len(drawn) >= 18  # 8 draws of area 0.4-1 and aspect 0.5-2: one fits in nearly every case
+    for y, x, h, w in drawn:
         assert 0 <= y and y + h <= 200 and 0 <= x and x + w <= 150
         assert 0.38 <= h * w / (200 * 150) <= 1.0 and 0.45 <= w / h <= 2.1
+    assert min(h * w for _, _, h, w in drawn) < 0.6 * 200 * 150 and len(set(drawn)) == len(drawn)
+
+
+def test_camera_crop_shows_the_window_it_drew(monkeypatch):
+    """With the crop alone, the output is the drawn window letterboxed: a coordinate image shows which pixels."""
+    height, width = 200, 150
+    v, u = np.mgrid[0:height, 0:width]
+    image = np.stack([u + 50, v + 40, np.full_like(u, 255)], -1).astype(np.uint8)  # x + 50, y + 40; 0 is padding
+    pipeline = CameraPipeline(resolve_augment(dict(OFF, crop_prob=1.0), "normal"), SIZE, None)
+    drawn = []
+    original = CameraPipeline.crop_window
+    monkeypatch.setattr(CameraPipeline, "crop_window", lambda self, *a: drawn.append(original(self, *a)) or drawn[-1])
+    for seed in range(4):
+        out = pipeline({"image": image}, np.random.default_rng(seed))["image"].astype(int)
+        y, x, h, w = drawn[-1]
+        assert h * w < height * width
+        content = out[..., 2] > 250  # pixels wholly inside the window (padding and the edge blend are darker)
+        xs, ys = out[..., 0][content] - 50, out[..., 1][content] - 40
+        assert abs(xs.min() - x) <= 1 and abs(xs.max() - (x + w - 1)) <= 1, (seed, drawn[-1])
+        assert abs(ys.min() - y) <= 1 and abs(ys.max() - (y + h - 1)) <= 1, (seed, drawn[-1])
+
+
+def test_stretch_matrix_maps_pixel_edges_to_pixel_edges():
+    """Edges scale: the centre c of a source pixel lands on s (c + 0.5) - 0.5, per axis."""
+    from datamodules.dense.geometry import stretch_matrix
+
+    matrix = stretch_matrix((4, 6), (8, 3))  # y x 2, x x 0.5
+    np.testing.assert_allclose(matrix @ [0.0, 0.0, 1.0], [0.5 * 0.5 - 0.5, 2 * 0.5 - 0.5])
+    np.testing.assert_allclose(matrix @ [5.0, 3.0, 1.0], [0.5 * 5.5 - 0.5, 2 * 3.5 - 0.5])
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_a_strong_downscale_is_prefiltered(axis):
+    """Stripes of a 5 px period, shrunk 4x: prefiltered they fade to grey (std 17); unfiltered along either axis
+    (or with a 2 / 3 narrower Gaussian) they alias into stripes (std 41-95)."""
+    from datamodules.dense.geometry import scale_offset_matrix
+
+    stripes = (255 * (np.sin(2 * np.pi * np.arange(64) / 5) > 0)).astype(np.uint8)
+    image = np.repeat(np.repeat(stripes[None, :, None], 64, 0), 3, 2)
+    image = image if axis == 1 else image.transpose(1, 0, 2).copy()
+    out = warp_sample({"image": image}, scale_offset_matrix(0.25, 0.0, 0.0), (16, 16))["image"]
+    assert out[2:-2, 2:-2].std() < 25
+
+
+def test_warped_normals_keep_blends_of_near_normals_and_masks_follow_depth():
+    """A half-pixel shift averages neighbours: normals 90 degrees apart blend to a unit normal between them (length
+    0.71 before renormalising: kept), opposite ones to nothing (length 0: zero vector, mask off); the mask also
+    drops pixels without depth."""
+    from datamodules.dense.geometry import scale_offset_matrix
+
+    normals = np.zeros((2, 6, 3), np.float32)
+    normals[:, :2] = (1, 0, 0)
+    normals[:, 2:4] = (0, 0, -1)
+    normals[:, 4:] = (0, 0, 1)
+    depth = np.array([[0.5, 0.5, 2.0, 0.0, 3.0, 3.0]] * 2, np.float32)
+    sample = {"image": np.zeros((2, 6, 3), np.uint8), "normals": normals, "mask": np.ones((2, 6), bool),
+              "depth": depth}
+    out = warp_sample(sample, scale_offset_matrix(1.0, -0.5, 0.0), (2, 5))  # output x samples source x + 0.5
+    np.testing.assert_allclose(out["normals"][0, 1], [2**-0.5, 0.0, -(2**-0.5)], atol=1e-6)
+    assert np.array_equal(out["normals"][0, 3], [0.0, 0.0, 0.0])
+    assert out["mask"][0].tolist() == [True, True, False, False, True]  # depth 0.5 counts, 0 and the blend do not
 
 
 def test_a_map_of_an_unknown_kind_is_an_error_not_left_unwarped():

@@ -126,6 +126,30 @@ def test_rotation_direction_is_the_same_for_image_and_points():
     assert abs(expected[0, 0] - expected[2, 0]) > 50 and abs(expected[0, 1] - expected[2, 1]) < 1e-6
 
 
+def test_crop_rotation_is_a_rotation():
+    """At equal x / y scales the crop's linear part is a rotation (orthonormal, det +1, not a shear or a mirror), and
+    a positive angle brings the point above the box centre to the right of the crop centre."""
+    h, w = INPUT
+    matrix = affine.crop_matrix([100.0, 80.0], [w - 1.0, h - 1.0], 30.0, INPUT)  # 1 crop px per image px
+    np.testing.assert_allclose(matrix[:, :2] @ matrix[:, :2].T, np.eye(2), atol=1e-12)
+    assert np.linalg.det(matrix[:, :2]) == pytest.approx(1.0)
+    turned = affine.transform_points(np.array([[100.0, 70.0]]), affine.crop_matrix([100.0, 80.0], [w - 1.0, h - 1.0],
+                                                                                   90.0, INPUT))
+    np.testing.assert_allclose(turned[0], [(w - 1) / 2 + 10.0, (h - 1) / 2], atol=1e-9)
+
+
+def test_inside_crop_bounds_and_crop_interpolation():
+    h, w = INPUT
+    points = np.array([[0.0, 0.0], [w - 1e-3, h - 1e-3], [w, 5.0], [5.0, h], [-1e-3, 5.0], [5.0, -1e-3]])
+    assert affine.inside_crop(points, INPUT).tolist() == [True, True, False, False, False, False]
+    # INTER_AREA below a scale of 1 (the smaller row norm of the linear part, the translation left out)
+    wide = affine.crop_matrix([900.0, 700.0], [2 * (w - 1.0), (h - 1.0) / 2], 0.0, INPUT)  # x 0.5, y 2, far away
+    tall = affine.crop_matrix([900.0, 700.0], [(w - 1.0) / 2, 2 * (h - 1.0)], 0.0, INPUT)  # x 2, y 0.5
+    near = affine.crop_matrix([50.0, 60.0], [(w - 1.0) / 1.2, (h - 1.0) / 1.2], 0.0, INPUT)  # x 1.2
+    assert [affine.crop_interpolation(m) for m in (wide, tall, near)] == [cv2.INTER_AREA, cv2.INTER_AREA,
+                                                                          cv2.INTER_CUBIC]
+
+
 @pytest.fixture(scope="module")
 def train_instances(tiny_coco):
     meta = load_metainfo("coco17")

@@ -211,7 +211,7 @@ def test_group_with_unknown_name(tmp_path):
 @pytest.mark.parametrize("group, members, fragment", [
     ("two words", ["head"], "letters, digits"),
     ("hands", [], "non-empty list"),
-    ("hands", "left_hand", "non-empty list"),
+    ("hands", "left_hand", "group 'hands' names a set: unknown keypoint set 'left_hand'"),
     ("hands", [["left_hand"]], "non-empty list"),
     ("hands", ["left_hand", "left_hand"], "repeats ['left_hand']"),
 ])

@@ -130,13 +130,21 @@ def test_pose_mix_maps_keypoint_sets_by_name(tiny_coco, second_set):
 
 
 def test_pose_mix_with_no_shared_keypoints_is_an_error(tiny_coco, second_set, tmp_path):
-    root, _, _ = second_set
+    root, _, data = second_set
     other = write_subset_set(tmp_path / "other.yaml", ["a", "b", "c", "d", "e"])
+    relabelled = tmp_path / "other.json"  # the same people labelled with the other set's names
+    relabelled.write_text(json.dumps({**data, "categories": [{**data["categories"][0], "keypoints": list("abcde")}]}))
     dm = PoseDataModule(root=str(tiny_coco), val_ann="annotations/person_keypoints_val2017.json",
                         val_images="val2017", num_workers=0, train=[
-                            {"root": str(root), "ann": "annotations/train.json", "images": "imgs", "keypoints": other}])
+                            {"root": str(root), "ann": str(relabelled), "images": "imgs", "keypoints": other}])
     with pytest.raises(DataError, match="share no keypoint names"):
         dm.setup("fit")
+    mislabelled = PoseDataModule(root=str(tiny_coco), val_ann="annotations/person_keypoints_val2017.json",
+                                 val_images="val2017", num_workers=0, train=[
+                                     {"root": str(root), "ann": "annotations/train.json", "images": "imgs",
+                                      "keypoints": other}])
+    with pytest.raises(DataError, match="its keypoint names are not those of the keypoint set 'subset'"):
+        mislabelled.setup("fit")
 
 
 def test_data_check_names_the_mixed_dataset(tiny_coco, tmp_path):

@@ -17,7 +17,7 @@ def test_an_item_holds_every_tasks_targets_of_one_image_read_once(dense_root, mo
     dm.setup("fit")
     dataset = dm.sets["train"]
     index = 1
-    name = dataset.names[index]
+    name = dataset.name(index)
     # The item re-derived task by task, each task's targets loaded with its own read of the image, then the same
     # dense transform and pose crop with the same generator.
     data = {}

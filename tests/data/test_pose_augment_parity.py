@@ -24,7 +24,12 @@ from datamodules.coco_keypoints import PoseInstance, clip_box, load_instances
 from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.pose_dataset import TopdownPoseDataset
 from datamodules.transforms import affine
-from datamodules.transforms.photometric import PhotometricDistortion, photometric_pipeline, pose_photometric_pipeline
+from datamodules.transforms.photometric import (
+    PhotometricDistortion,
+    colour_pipeline,
+    degrade_pipeline,
+    pose_photometric_pipeline,
+)
 from datamodules.transforms.topdown import TopdownAugment, half_body_box, random_box
 from sapiens2_ft.tasks.pose.codec import encode_heatmaps, input_to_heatmap_coords
 
@@ -190,9 +195,9 @@ def test_every_pipeline_takes_its_arguments_without_an_albumentations_warning():
         with pytest.raises(UserWarning, match="not valid for transform CoarseDropout"):
             A.CoarseDropout(max_holes=1, max_height=0.4, min_holes=1, p=1.0)  # upstream's 1.x-style arguments
         pipelines = [TopdownPoseDataset([], META, (64, 48), TopdownAugment()).photometric,
-                     pose_photometric_pipeline(), photometric_pipeline(0.5, 0.1, 0.5),
-                     photometric_pipeline(1.0, 1.0, 1.0),
-                     DenseTransform((64, 48), {"pipeline": "generic"}).photometric]
+                     pose_photometric_pipeline(), colour_pipeline(0.5), degrade_pipeline(0.1, 0.5),
+                     colour_pipeline(1.0, ("foreground",)), degrade_pipeline(1.0, 1.0),
+                     *DenseTransform((64, 48), {"pipeline": "generic"}).photometric]
         for pipeline in pipelines:
             if pipeline is not None:
                 for seed in range(5):

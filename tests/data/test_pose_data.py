@@ -60,9 +60,17 @@ def test_val_keypoints_map_back_to_annotations(coco_dm, tiny_coco):
         back = affine.transform_points(sample["keypoints"].double().numpy(), sample["inverse_affine"].double().numpy())
         assert np.abs(back - expected[:, :2]).max() < 0.01
         assert torch.equal(sample["keypoint_weights"], torch.ones(17))
-        # The val crop is the padded annotation box: its centre on the crop centre.
+        # The val crop is the padded annotation box: its centre on the crop centre, its padded size (x 1.25, the
+        # short side grown to W / H = 0.75) between the crop's first and last pixel centres (UDP).
         x, y, w, h = ann["bbox"]
         assert sample["area"] == pytest.approx(w * h)
+        inverse = sample["inverse_affine"].double().numpy()
+        height, width = sample["image"].shape[-2:]
+        centre = affine.transform_points(np.array([(width - 1) / 2, (height - 1) / 2]), inverse)
+        np.testing.assert_allclose(centre, [x + w / 2, y + h / 2], atol=1e-3)
+        padded_w, padded_h = max(1.25 * w, 1.25 * h * width / height), max(1.25 * h, 1.25 * w * height / width)
+        corners = affine.transform_points(np.array([[0.0, 0.0], [width - 1, height - 1]]), inverse)
+        np.testing.assert_allclose(corners[1] - corners[0], [padded_w, padded_h], rtol=1e-5)
 
 
 def test_val_is_deterministic_and_train_is_augmented(coco_dm):

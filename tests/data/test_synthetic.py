@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
+from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.synthetic import (
     COCO_KEYPOINT_NAMES,
+    KEYPOINT_NAMES,
     SAPIENS2_PART_CLASSES,
     ensure_dataset,
     generate_dataset,
@@ -47,6 +49,9 @@ EXPECTED_NEAR = {
     "right_knee": {"Right_Upper_Leg", "Right_Lower_Leg", "Lower_Clothing"},
     "left_ankle": {"Left_Lower_Leg", "Left_Foot", "Left_Shoe", "Lower_Clothing"},
     "right_ankle": {"Right_Lower_Leg", "Right_Foot", "Right_Shoe", "Lower_Clothing"},
+    "left_heel": {"Left_Foot", "Left_Shoe", "Left_Lower_Leg"},
+    "right_heel": {"Right_Foot", "Right_Shoe", "Right_Lower_Leg"},
+    "left_toe": {"Left_Foot", "Left_Shoe"}, "right_toe": {"Right_Foot", "Right_Shoe"},
 }
 
 
@@ -126,8 +131,9 @@ def test_coco_annotations(dataset):
     for split in ("train", "val"):
         coco = COCO(str(root / "annotations" / f"{split}.json"))
         category = coco.loadCats(1)[0]
-        assert category["name"] == "person" and list(category["keypoints"]) == list(COCO_KEYPOINT_NAMES)
-        assert all(1 <= a <= 17 and 1 <= b <= 17 for a, b in category["skeleton"])
+        assert category["name"] == "person" and list(category["keypoints"]) == list(KEYPOINT_NAMES)
+        assert list(KEYPOINT_NAMES) == list(load_metainfo("coco17_feet").keypoint_names)  # the demo's set
+        assert all(1 <= a <= 21 and 1 <= b <= 21 for a, b in category["skeleton"])
         assert len(coco.getAnnIds()) > 0
         for image in coco.loadImgs(coco.getImgIds()):
             assert (root / split / "images" / image["file_name"]).is_file()
@@ -138,7 +144,7 @@ def test_coco_annotations(dataset):
             assert ann["id"] > 0 and ann["id"] not in ann_ids
             ann_ids.add(ann["id"])
             assert ann["category_id"] == 1 and ann["iscrowd"] == 0
-            kps = np.array(ann["keypoints"], dtype=float).reshape(17, 3)
+            kps = np.array(ann["keypoints"], dtype=float).reshape(len(KEYPOINT_NAMES), 3)
             assert set(np.unique(kps[:, 2])) <= {0, 1, 2}
             assert ann["num_keypoints"] == int((kps[:, 2] > 0).sum()) > 0
             assert np.all(kps[kps[:, 2] == 0, :2] == 0)
@@ -208,7 +214,7 @@ def test_visible_keypoints_land_on_their_parts(dataset):
         names = {image["id"]: image["file_name"] for image in coco["images"]}
         for ann in coco["annotations"]:
             s = _load(root, split, names[ann["image_id"]][:-4])
-            kps = np.array(ann["keypoints"], dtype=float).reshape(17, 3)
+            kps = np.array(ann["keypoints"], dtype=float).reshape(len(KEYPOINT_NAMES), 3)
             for k, (x, y, v) in enumerate(kps):
                 if v != 2:
                     continue
@@ -216,7 +222,7 @@ def test_visible_keypoints_land_on_their_parts(dataset):
                 window = np.s_[max(r - 1, 0):r + 2, max(c - 1, 0):c + 2]
                 assert s["mask"][window].any() and s["labels"][window].any()
                 near = s["labels"][max(r - 2, 0):r + 3, max(c - 2, 0):c + 3]
-                expected = {PART_ID[name] for name in EXPECTED_NEAR[COCO_KEYPOINT_NAMES[k]]}
+                expected = {PART_ID[name] for name in EXPECTED_NEAR[KEYPOINT_NAMES[k]]}
                 checked += 1
                 plausible += bool(expected & set(near.ravel().tolist()))
     assert checked > 50
@@ -229,7 +235,7 @@ def test_left_is_the_persons_own_left(dataset):
     both = left_on_right = 0
     for split in ("train", "val"):
         for ann in json.loads((root / "annotations" / f"{split}.json").read_text())["annotations"]:
-            kps = np.array(ann["keypoints"], dtype=float).reshape(17, 3)
+            kps = np.array(ann["keypoints"], dtype=float).reshape(len(KEYPOINT_NAMES), 3)
             if kps[1, 2] == 2 and kps[2, 2] == 2 and kps[5, 2] == 2 and kps[6, 2] == 2:
                 both += 1
                 left_on_right += kps[1, 0] > kps[2, 0] and kps[5, 0] > kps[6, 0]
@@ -266,20 +272,20 @@ def test_ensure_dataset_is_idempotent_and_regenerates(tmp_path):
 
 
 def test_a_dataset_of_the_previous_version_is_rendered_again_with_its_albedo(tmp_path):
-    """Version 1 had no albedo/: its dataset.json no longer matches, so the data modules' ``ensure_dataset``
-    renders it again (the other files come out as version 1 wrote them: the albedo draws nothing at random)."""
+    """Version 2 had no albedo/: its dataset.json no longer matches, so the data modules' ``ensure_dataset``
+    renders it again (the other files come out as version 2 wrote them: the albedo draws nothing at random)."""
     root = tmp_path / "old"
     generate_dataset(root, 2, 1, 64, 48, val_fraction=0.5, progress=False)
     before = {k: v for k, v in _tree_bytes(root).items() if "/albedo/" not in k and k != "dataset.json"}
     info = json.loads((root / "dataset.json").read_text())
-    (root / "dataset.json").write_text(json.dumps({**info, "version": 1}))
+    (root / "dataset.json").write_text(json.dumps({**info, "version": 2}))
     for split in ("train", "val"):
         for path in (root / split / "albedo").iterdir():
             path.unlink()
         (root / split / "albedo").rmdir()
     ensure_dataset(root, 2, 1, 64, 48, val_fraction=0.5)
     after = _tree_bytes(root)
-    assert json.loads(after["dataset.json"])["version"] == 2 and "train/albedo/000000.png" in after
+    assert json.loads(after["dataset.json"])["version"] == 3 and "train/albedo/000000.png" in after
     assert {k: v for k, v in after.items() if "/albedo/" not in k and k != "dataset.json"} == before
 
 

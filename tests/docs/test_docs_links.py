@@ -34,7 +34,7 @@ NOT_REPOSITORY = {"data", "runs", "wandb", "lightning_logs", "out", "photos"}
 # Short forms the pages use for folders inside the packages, resolved under these bases.
 SHORT_BASES = ("sapiens2_ft", "sapiens2_ft/training", "datamodules", "configs")
 # Bare YAML names that are not recipes in configs/: files a run or a user writes.
-NOT_RECIPES = {"config.yaml", "hparams.yaml", "keypoints.yaml", "my_keypoints.yaml"}
+NOT_RECIPES = {"config.yaml", "hparams.yaml", "keypoints.yaml", "my_keypoints.yaml", "my_set.yaml"}
 CHECKED_SUFFIXES = (".py", ".sh", ".md", ".yaml", ".toml")
 PACKAGES = ("sapiens2_ft", "datamodules")
 
@@ -183,6 +183,8 @@ def check_commands(text: str) -> list[str]:
         if not (ROOT / script).is_file():
             problems.append(f"python {script}: no such file")
     for name in CONFIG_ARG.findall(text):
+        if name.startswith("runs/"):  # a run's own config.yaml, made by a command before it
+            continue
         if not is_placeholder(name) and not path_exists([name], ("configs", "")):
             problems.append(f"--config {name}: not in configs/")
     return problems

@@ -122,3 +122,13 @@ def test_the_backend_needs_a_graph(pose_run, tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="has no model.onnx; add it with"):
         load_module(str(run_dir / "export"), tmp_path, backend="onnxruntime")
     assert output_names(_model("pose", monkeypatch), torch.zeros(1, 3, *SIZE)) == ["heatmaps"]
+
+
+def test_the_fastest_installed_provider_comes_first_and_the_cpu_last():
+    from sapiens2_ft.models.onnx import preferred_providers
+
+    assert preferred_providers(["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
+    assert preferred_providers(["CPUExecutionProvider", "CUDAExecutionProvider", "AzureExecutionProvider"]) == [
+        "CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert preferred_providers(["CUDAExecutionProvider", "TensorrtExecutionProvider"]) == [
+        "TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]

@@ -285,3 +285,14 @@ def test_memory_cli_reads_the_recipe_like_train_py():
     assert lora.frozen_dtype == "bfloat16" and lora.lora.rank == 16
     fp32 = setup_from_config(["--config", "pose_coco_5b_lora.yaml", "--model.frozen_dtype", "float32"], world_size=1)
     assert fp32.frozen_dtype == "float32"
+
+
+def test_memory_help_documents_its_own_flags(capsys):
+    from sapiens2_ft import memory
+
+    with pytest.raises(SystemExit) as done:
+        memory.main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0
+    for flag in ("--world_size", "--device_memory_gb", "--activation_checkpointing", "--batch_table", "train.py"):
+        assert flag in out, flag

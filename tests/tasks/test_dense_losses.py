@@ -87,9 +87,13 @@ def test_normal_minimum_grad_and_mask():
     changed_pred, changed_tgt = pred.detach().clone(), target.clone()
     changed_pred[~mask.unsqueeze(1).expand_as(pred)] = 7.0
     changed_tgt[~mask.unsqueeze(1).expand_as(pred)] = float("nan")
+    changed_pred.requires_grad_(True)
     again = normal_loss(changed_pred, changed_tgt, mask.unsqueeze(1))
     for k in out:
-        torch.testing.assert_close(out[k].detach(), again[k])
+        torch.testing.assert_close(out[k].detach(), again[k].detach())
+    _assert_finite_grad(again["loss"], changed_pred)  # NaN targets reach no gradient either
+    with pytest.raises(ValueError, match=r"normal_loss: expected.*\(2, 2, 6, 7\)"):  # not 3 channels, both alike
+        normal_loss(target[:, :2], target[:, :2], mask)
 
 
 def test_normal_hand_value():
@@ -123,9 +127,11 @@ def test_pointmap_minimum_grad_and_mask():
     changed_tgt = target.clone()
     changed_tgt[:, :, :2] = float("nan")
     a = pointmap_loss(pred.detach(), target, mask)
-    b = pointmap_loss(pred.detach(), changed_tgt, mask[:, 0])
+    pred_again = pred.detach().clone().requires_grad_(True)
+    b = pointmap_loss(pred_again, changed_tgt, mask[:, 0])
     for k in a:
-        torch.testing.assert_close(a[k], b[k])
+        torch.testing.assert_close(a[k], b[k].detach())
+    _assert_finite_grad(b["loss"], pred_again)  # NaN targets reach no gradient either
     # the prediction in the invalid rows reaches only the multiscale term: as upstream, bilinear upsampling
     # mixes row 1 into the border row 2
     changed_pred = pred.detach().clone()
@@ -205,6 +211,24 @@ def test_matting_hand_value():
     # Sobel x (/8, replicate pad) of [a0, a1] is 4 (a1 - a0) / 8 at both pixels: 0.25 (pred) vs 0.5 (GT);
     # y-gradients are 0 -> mean over 2 pixels x 2 directions of |diff| = (0.25 + 0.25) / 4
     assert out["gradient"].item() == pytest.approx(0.125)
+    fg[:, :, :, 1] = 0.5  # and now wrong where alpha_gt > 0: 0.5 on that pixel's three channels
+    assert matting_loss(alpha, fg, alpha_gt, fg_gt, image, bg)["foreground"].item() == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="matting_loss: expected alpha"):  # two channels, both alike
+        matting_loss(alpha.expand(1, 2, 1, 2), fg, alpha_gt.expand(1, 2, 1, 2), fg_gt, image, bg)
+
+
+def test_laplacian_pyramid_levels_and_loss_hand_value():
+    """Bands until a side would drop below 2, then the low-pass residual; a constant map has no band (the blur keeps
+    constants), so a constant offset c costs only at the residual: 2^(levels - 1) c."""
+    from sapiens2_ft.tasks.matting.loss import laplacian_loss, laplacian_pyramid
+
+    assert [tuple(x.shape[-2:]) for x in laplacian_pyramid(torch.rand(1, 1, 4, 4))] == [(4, 4), (2, 2), (1, 1)]
+    assert [tuple(x.shape[-2:]) for x in laplacian_pyramid(torch.rand(1, 1, 32, 32))] == [
+        (32, 32), (16, 16), (8, 8), (4, 4), (2, 2)]
+    *bands, residual = laplacian_pyramid(torch.full((1, 1, 32, 32), 0.3))
+    assert all(b.abs().max() < 1e-6 for b in bands) and torch.allclose(residual, torch.tensor(0.3))
+    alpha = torch.rand(1, 1, 64, 64, generator=_gen(4))
+    assert laplacian_loss(alpha + 0.1, alpha).item() == pytest.approx(16 * 0.1, rel=1e-4)
 
 
 def test_intrinsics_consistency_zero_for_canonical_points_and_hand_value():
@@ -237,6 +261,9 @@ def test_estimate_background_inverts_the_composite():
     torch.testing.assert_close(estimate_background(image, alpha, fg), bg, atol=1e-4, rtol=0)
     opaque = torch.ones_like(alpha)
     torch.testing.assert_close(estimate_background(image, opaque, fg), image)
+    # (1 - 0.5 x 0) / 0.5 = 2: a background is a colour, clamped to [0, 1]
+    bright = estimate_background(torch.ones(1, 3, 1, 1), torch.full((1, 1, 1, 1), 0.5), torch.zeros(1, 3, 1, 1))
+    assert bright.max() == 1
 
 
 def test_matting_samples_without_foreground_skip_fg_terms():
@@ -253,3 +280,6 @@ def test_matting_samples_without_foreground_skip_fg_terms():
     full = matting_loss(alpha, fg, alpha_gt, fg_gt, image, bg)
     torch.testing.assert_close(a["alpha"], full["alpha"])
     assert a["foreground"] != full["foreground"]
+    first = matting_loss(alpha[:1], fg[:1], alpha_gt[:1], fg_gt[:1], image[:1], bg[:1])  # the one that has them
+    for k in ("composition", "foreground"):
+        torch.testing.assert_close(a[k], first[k])

@@ -53,12 +53,17 @@ def test_train_and_validation_step(dense_root, tmp_path, task):
         module.validation_step(batch, 0)
     metrics = module.val_metrics.compute()
     assert all(torch.isfinite(v).all() for v in metrics.values())
-    if task == "pointmap":  # the L2 by the images' own focal, re-derived from the outputs
+    if task == "pointmap":  # upstream's comparison and the predicted focal's, re-derived from the outputs
         with torch.no_grad():
             out = module.infer(normalize_images(batch["image"]), size=batch["image"].shape[-2:])
-        diff = to_metric(out["pointmap"], batch["scale"]) - to_metric(batch["pointmap"], batch["scale"])
-        l2 = diff.pow(2).sum(1).sqrt()[batch["mask"].reshape(diff[:, 0].shape) > 0]
-        assert metrics["l2_known_focal"].item() == pytest.approx(l2.mean().item(), rel=1e-4)
+        valid = batch["mask"].reshape(out["pointmap"][:, 0].shape) > 0
+        canonical = (out["pointmap"] - batch["pointmap"]).pow(2).sum(1).sqrt()  # canonical camera, per pixel
+        true_scale = batch["scale"].reshape(-1, 1, 1).expand_as(canonical)
+        assert metrics["l2_canonical"].item() == pytest.approx(canonical[valid].mean().item(), rel=1e-4)
+        assert metrics["l2"].item() == pytest.approx((canonical / true_scale)[valid].mean().item(), rel=1e-4)
+        guessed = to_metric(out["pointmap"], out["scale"]) - to_metric(batch["pointmap"], batch["scale"])
+        assert metrics["l2_predicted_focal"].item() == pytest.approx(
+            guessed.pow(2).sum(1).sqrt()[valid].mean().item(), rel=1e-4)
     module.write_validation_outputs(tmp_path)
     for name in batch["name"]:
         for suffix in SAVED[task]:

@@ -72,6 +72,7 @@ def shading_task(tmp_path, monkeypatch) -> Path:
     spec = registry._dense(
         "shading", "ShadingModule", "Sapiens2ForNormalEstimation", ("val/mae", "min"),
         outputs=("shading",), heads=heads.PIXEL_SHUFFLE_HEADS, draw_sample=shading_draw.draw_sample,
+        auto_class="AutoModelForNormalEstimation", predicts="a grey shading in [0, 1] for every pixel",
         decode="normals (B, 1, h, w): the sigmoid = shading in [0, 1]; resize to the input size and undo the "
                "letterbox.",
         processor={"do_pad": True})  # letterboxed as in training

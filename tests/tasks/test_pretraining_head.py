@@ -50,3 +50,20 @@ def test_the_option_needs_a_pretrained_backbone_unless_a_run_gives_the_weights()
     assert any(p.startswith("model.pretraining_head: true needs model.pretrained") for p in problems), problems
     # --init_from loads a run's whole model, its head too: a demo config's pretraining_head: true is not in the way
     assert not TaskModule.check_options(pretraining_head=True, size="tiny", init_from="runs/x/last.ckpt")
+
+
+def test_another_label_set_takes_the_heads_rows_by_name():
+    """COCO-17 and the feet from the 17-row pretrained pose head: its rows for the 17 names, the feet new."""
+    saved = load_file(shipped_asset(ASSET) / HEADS_FILE)
+    names = label_names("pose", "coco17_feet")
+    model, report = build_task_model("pose", names, (256, 192), pretrained=ASSET, pretraining_head=True)
+    head = {k: v for k, v in model.state_dict().items() if not k.startswith("model.")}
+    for key in ("decode_head.predictor.weight", "decode_head.predictor.bias"):
+        assert head[key].shape[0] == 21
+        assert torch.equal(head[key][:17], saved[f"pose.{key}"].float()), key
+        assert not torch.equal(head[key][17:], saved[f"pose.{key}"].float()[:4])
+    assert torch.equal(head["decode_head.conv_layers.0.convolution.weight"],
+                       saved["pose.decode_head.conv_layers.0.convolution.weight"].float())
+    assert report.new == ["left_heel", "right_heel", "left_toe", "right_toe"]
+    assert any("output rows by name: 17 of its 17, new: left_heel, right_heel, left_toe, right_toe" in n
+               for n in report.notes), report.notes

@@ -38,6 +38,9 @@ def test_each_entry_names_importable_classes_of_its_task(task):
             model_class(task)
         return
     assert model_class(task) is getattr(transformers, spec.model_class)
+    # its model card's loading example and Hub task: the Auto class gives its class; a tag the Hub knows, or none
+    assert getattr(transformers, spec.auto_class)._model_mapping[transformers.Sapiens2Config] is model_class(task)
+    assert spec.pipeline_tag in (None, "keypoint-detection", "image-segmentation", "depth-estimation") and spec.predicts
     # Tasks may share a class: an export records its task, which wins over the class's first task.
     assert task_of_config(transformers.Sapiens2Config(architectures=[spec.model_class], **{TASK_KEY: task})) == task
     assert task_spec(task_of_architecture(spec.model_class)).model_class == spec.model_class

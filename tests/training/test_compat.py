@@ -74,6 +74,41 @@ def test_validation_runs_now(tmp_path):
     assert record.seen == [False, False, True, False, False, True]
 
 
+class _ValidateAtStart(L.Callback):
+    def __init__(self):
+        self.validations: list[tuple[int, bool, float]] = []  # (global step, model in train mode after, first weight)
+
+    def on_train_start(self, trainer, pl_module):
+        compat.validate_in_fit(trainer)
+        self.validations.append((trainer.global_step, pl_module.training, float(pl_module.layer.weight[0, 0])))
+
+    def on_validation_end(self, trainer, pl_module):
+        self.validations.append((trainer.global_step, None, float(pl_module.layer.weight[0, 0])))
+
+
+class _LoggedValidation(BoringModel):
+    def validation_step(self, batch, batch_idx):
+        loss = self.step(batch)
+        self.log("valid_loss", loss)
+        return loss
+
+
+def test_validate_in_fit(tmp_path):
+    """A validation from on_train_start: logged at step 0, on the untrained weights, back in training after."""
+    record, logger = _ValidateAtStart(), CSVLogger(tmp_path, name="", version="")
+    module = _LoggedValidation()
+    start = float(module.layer.weight[0, 0])
+    trainer = L.Trainer(accelerator="cpu", max_steps=4, val_check_interval=4, limit_val_batches=2, logger=logger,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        num_sanity_val_steps=0, callbacks=[record], default_root_dir=tmp_path, log_every_n_steps=1)
+    trainer.fit(module, datamodule=BoringDataModule())
+    assert [(step, mode) for step, mode, _ in record.validations] == [(0, None), (0, True), (4, None)]
+    assert record.validations[0][2] == start != record.validations[2][2]  # the first on the untrained weights
+    with open(tmp_path / "metrics.csv") as f:
+        logged = [int(row["step"]) for row in csv.DictReader(f) if row.get("valid_loss")]
+    assert logged[0] == 0 and len(logged) == 2 and trainer.global_step == 4
+
+
 class _EarlyLoader(BoringModel):
     """Asks for the run's step count in configure_optimizers, which builds and iterates the train loader there."""
 
@@ -145,3 +180,20 @@ def test_sync_preparation_runs_before_the_gather():
     assert gathered == [(0, 2)]  # the placeholder of before_sync, not torchmetrics' 1-D padding
     metric.unsync()
     assert metric.rows == []  # the local (empty) state is back
+
+
+def test_only_imports_under():
+    import json
+    import math
+    from argparse import ArgumentError
+    from typing import Callable
+
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--fn", type=Callable)
+    with compat.only_imports_under(["json"]):
+        assert parser.parse_args(["--fn", "json.dumps"]).fn is json.dumps
+        with pytest.raises(ArgumentError, match="Importing 'math.sqrt' is not allowed"):
+            parser.parse_args(["--fn", "math.sqrt"])
+    assert parser.parse_args(["--fn", "math.sqrt"]).fn is math.sqrt  # the policy ends with the block

@@ -52,4 +52,6 @@ def to_item(sample: dict, canonical_focal: float) -> dict:
             "has_foreground": torch.tensor(fg is not None)}
 
 
-MATTING = TargetSpec("matting", paths, load, to_item, pipeline="generic")
+# No blur: it mixes the background into the pixels whose foreground colour is the target, breaking
+# image = alpha x foreground + (1 - alpha) x background (the composition term's premise; colour changes keep it).
+MATTING = TargetSpec("matting", paths, load, to_item, pipeline="generic", augment={"blur_prob": 0.0})

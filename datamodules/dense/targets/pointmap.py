@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from datamodules.dense.geometry import canonical_pointmap
-from datamodules.dense.targets.readers import check_size, chw, read_npy, valid_mask
+from datamodules.dense.targets.readers import check_size, chw, read_npy, read_text, valid_mask
 from datamodules.dense.targets.spec import Attempt, TargetSpec, raise_problems
 from datamodules.errors import DataError
 
@@ -61,8 +61,8 @@ def load_pointmap(path: Path, shape, mask: np.ndarray) -> np.ndarray:
 def load_intrinsics(path: Path) -> np.ndarray:
     """3x3 float32 K from a whitespace text file; focal lengths must be positive."""
     try:
-        K = np.loadtxt(path, dtype=np.float64, ndmin=2)
-    except (OSError, ValueError) as err:
+        K = np.loadtxt(read_text(path), dtype=np.float64, ndmin=2)
+    except (OSError, ValueError, UnicodeDecodeError) as err:
         raise DataError(f"cannot read intrinsics {path} ({type(err).__name__}: {err})") from err
     if K.shape != (3, 3):
         raise DataError(f"{path}: intrinsics must be 3x3, got {K.shape[0]}x{K.shape[1]}")

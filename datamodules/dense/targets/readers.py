@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import cv2
@@ -10,6 +11,8 @@ import torch
 
 from datamodules.dense.targets.spec import Attempt
 from datamodules.errors import DataError
+from datamodules.file_bytes import StoredFile, file_content
+from datamodules.images import decode, read_bytes
 
 
 def check_size(array: np.ndarray, shape: tuple[int, int], path: Path) -> np.ndarray:
@@ -20,20 +23,23 @@ def check_size(array: np.ndarray, shape: tuple[int, int], path: Path) -> np.ndar
     return array
 
 
-def read_png(path: Path, flags: int) -> np.ndarray:
-    """``cv2.imread`` that raises a DataError for a missing or undecodable file."""
-    image = cv2.imread(str(path), flags)
-    if image is None:
-        raise DataError(f"cannot read {path} (missing or not an image)")
-    return image
+def read_png(path: Path | StoredFile, flags: int) -> np.ndarray:
+    """A target image (``cv2`` ``flags``; a file or a shard member) that raises a DataError for a missing,
+    undecodable or oversized file."""
+    return decode(read_bytes(path), flags, str(path))
 
 
-def read_npy(path: Path) -> np.ndarray:
+def read_npy(path: Path | StoredFile) -> np.ndarray:
     """``np.load`` without pickles that raises a DataError for an unreadable file."""
     try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as err:
+        return np.load(io.BytesIO(file_content(path)), allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
         raise DataError(f"cannot read {path} ({type(err).__name__}: {err})") from err
+
+
+def read_text(path: Path | StoredFile) -> io.StringIO:
+    """A text file's content to parse (``np.loadtxt``)."""
+    return io.StringIO(file_content(path).decode())
 
 
 def load_mask(path: Path | None, shape) -> np.ndarray:

@@ -74,6 +74,10 @@ class MattingModule(TaskModule):
     def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
         return draw.TITLE, draw.picture(image, result["_alpha.png"] / 255.0)
 
+    def findings(self, result) -> dict:
+        """The fraction of the image that is foreground (alpha >= 0.5)."""
+        return {"foreground_area": round(float((result["_alpha.png"] >= 128).mean()), 5)}
+
     def people(self, outputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """Alpha >= 0.5; probability the alpha."""
         alpha = outputs["alpha"][0, 0].float()

@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
+from datamodules.body_parts import SAPIENS2_PART_CLASSES
 from datamodules.hparams import as_dataclass
 from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.multitask_datamodule import PRETRAINING_DENSE_TASKS
@@ -32,7 +33,6 @@ from sapiens2_ft.tasks.matting.module import MattingModule
 from sapiens2_ft.tasks.multitask.model import MultiTaskModel
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pointmap.module import PointmapModule
-from sapiens2_ft.tasks.pose.metric import CocoKeypointAP
 from sapiens2_ft.tasks.pose.module import PoseModule
 from sapiens2_ft.tasks.seg.module import SegmentationModule
 
@@ -116,6 +116,13 @@ class MultiTaskModule(TaskModule):
         self._panel_batch: tuple[dict, dict] | None = None
         self._stride = 1  # input pixels per dense-head output pixel
 
+    @staticmethod
+    def head_labels(hparams: dict) -> dict[str, list[str]]:
+        """The output rows of the label-set heads of a run with these hyper-parameters, by task (saved beside the
+        backbone with its heads, so that a fine-tuning run of another label set takes its rows by name)."""
+        return {"pose": list(load_metainfo(hparams.get("keypoints", "coco17")).keypoint_names),
+                "seg": list(SAPIENS2_PART_CLASSES)}
+
     def make_task_modules(self) -> dict[str, TaskModule]:
         """One module per task, each building its own model with its own head. Made outside ``__init__``: a
         LightningModule made while LightningCLI instantiates another would take the outer one's
@@ -193,7 +200,7 @@ class MultiTaskModule(TaskModule):
     def on_validation_epoch_start(self) -> None:
         pose = self.task_modules["pose"]
         if pose.val_metrics is None:
-            pose.val_metrics = CocoKeypointAP(self.trainer.datamodule.val_annotation_file, pose.metainfo.sigmas)
+            pose.val_metrics = pose.ap_metric(self.trainer.datamodule.val_annotation_file)
         for name in ("pose", *PRETRAINING_DENSE_TASKS):
             self.task_modules[name].val_metrics.to(self.device).reset()
 

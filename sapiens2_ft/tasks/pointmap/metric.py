@@ -28,10 +28,13 @@ class PointmapMetrics(Metric):
     """Over valid pixels: mean L2 distance (m), per-axis MAE (m), RMSE of the L2 distance (m),
     % of pixels with L2 distance < 5 / 10 / 20 cm, and the mean angle (degrees) between the normals
     derived from the predicted and ground-truth pointmaps (cross product of forward differences,
-    where the pixel and its right and lower neighbours are valid). With ``known_focal`` (the prediction made
-    metric with the image's own focal instead of the predicted one): ``l2_known_focal``, the mean L2 distance a
-    user who knows the camera gets, and the part of ``l2`` the predicted focal costs. ``diagnostics()``: the ``l2_error``
-    histogram (``L2_BINS``, a sum-reduced state; ``l2_counts`` of the latest ``compute``).
+    where the pixel and its right and lower neighbours are valid). The pointmap task feeds it as upstream's
+    evaluator compares: the canonical prediction against the canonical ground truth (made with the image's own
+    intrinsics), both brought to metres by the image's own scale; ``scale`` (each image's 768 / fx) adds
+    ``l2_canonical``, that L2 in upstream's canonical units. ``predicted_focal`` (the prediction made metric with
+    the focal the model predicts, as ``predict`` without ``--focal``) adds ``l2_predicted_focal``.
+    ``diagnostics()``: the ``l2_error`` histogram (``L2_BINS``, a sum-reduced state; ``l2_counts`` of the latest
+    ``compute``).
     """
 
     is_differentiable = False
@@ -41,8 +44,8 @@ class PointmapMetrics(Metric):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         zero = torch.zeros((), dtype=torch.float64)
-        for name in ("count", "sum_l2", "sum_sq_l2", "normal_count", "sum_normal_angle", "known_count",
-                     "sum_l2_known"):
+        for name in ("count", "sum_l2", "sum_sq_l2", "normal_count", "sum_normal_angle", "predicted_count",
+                     "sum_l2_predicted", "canonical_count", "sum_l2_canonical"):
             self.add_state(name, default=zero.clone(), dist_reduce_fx="sum")
         self.add_state("sum_abs_xyz", default=torch.zeros(3, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("within", default=torch.zeros(len(THRESHOLDS_M), dtype=torch.float64), dist_reduce_fx="sum")
@@ -51,21 +54,28 @@ class PointmapMetrics(Metric):
         self.l2_summary = ""
 
     def update(self, pred: Tensor, target: Tensor, mask: Tensor | None = None,
-               known_focal: Tensor | None = None) -> None:
-        """pred/target (B, 3, H, W) XYZ in metres, mask (B, [1,] H, W) of valid pixels; ``known_focal`` (B, 3, H, W)
-        the same prediction in metres by the true focal."""
+               predicted_focal: Tensor | None = None, scale: Tensor | None = None) -> None:
+        """pred/target (B, 3, H, W) XYZ in metres, mask (B, [1,] H, W) of valid pixels; ``predicted_focal``
+        (B, 3, H, W) another prediction in metres (by the predicted focal); ``scale`` (B,) each image's canonical
+        scale (768 / fx), for ``l2_canonical``."""
         if pred.shape != target.shape or pred.ndim != 4 or pred.shape[1] != 3:
             raise ValueError(
                 f"PointmapMetrics: expected pred and target (B, 3, H, W), "
                 f"got {tuple(pred.shape)} and {tuple(target.shape)}"
             )
-        if known_focal is not None and known_focal.shape != pred.shape:
-            raise ValueError(f"PointmapMetrics: known_focal is {tuple(known_focal.shape)}, pred {tuple(pred.shape)}")
+        if predicted_focal is not None and predicted_focal.shape != pred.shape:
+            raise ValueError(f"PointmapMetrics: predicted_focal is {tuple(predicted_focal.shape)}, pred "
+                             f"{tuple(pred.shape)}")
         valid = flatten_mask(mask, pred)
-        if known_focal is not None:
-            known = (known_focal.double() - target.double()).permute(0, 2, 3, 1)[valid].to(self.device)
-            self.known_count += len(known)
-            self.sum_l2_known += vector_length(known, dim=1)[:, 0].sum()
+        if predicted_focal is not None:
+            other = (predicted_focal.double() - target.double()).permute(0, 2, 3, 1)[valid].to(self.device)
+            self.predicted_count += len(other)
+            self.sum_l2_predicted += vector_length(other, dim=1)[:, 0].sum()
+        if scale is not None:
+            per_pixel = scale.double().reshape(-1, 1, 1).expand(valid.shape)[valid].to(self.device)
+            canonical = (pred.double() - target.double()).permute(0, 2, 3, 1)[valid].to(self.device)
+            self.canonical_count += len(canonical)
+            self.sum_l2_canonical += (vector_length(canonical, dim=1)[:, 0] * per_pixel).sum()
         diff = (pred.double() - target.double()).permute(0, 2, 3, 1)[valid].to(self.device)  # (N, 3)
         l2 = vector_length(diff, dim=1)[:, 0]
         self.count += l2.numel()
@@ -85,7 +95,7 @@ class PointmapMetrics(Metric):
 
     def compute(self) -> dict[str, Tensor]:
         """``l2``, ``mae_{x,y,z}``, ``rmse`` (m); ``within_{5,10,20}cm`` (%); ``normal_angle`` (deg);
-        ``l2_known_focal`` (m) where ``update`` had it."""
+        ``l2_canonical`` and ``l2_predicted_focal`` where ``update`` had their inputs."""
         n = self.count.clamp_min(1.0)
         out = {"l2": self.sum_l2 / n}
         for axis, value in zip("xyz", self.sum_abs_xyz / n):
@@ -94,8 +104,10 @@ class PointmapMetrics(Metric):
         for t, k in zip(THRESHOLDS_M, self.within):
             out[f"within_{round(t * 100)}cm"] = 100.0 * k / n
         out["normal_angle"] = self.sum_normal_angle / self.normal_count.clamp_min(1.0)
-        if self.known_count > 0:
-            out["l2_known_focal"] = self.sum_l2_known / self.known_count
+        if self.canonical_count > 0:
+            out["l2_canonical"] = self.sum_l2_canonical / self.canonical_count
+        if self.predicted_count > 0:
+            out["l2_predicted_focal"] = self.sum_l2_predicted / self.predicted_count
         self.l2_counts = self.l2_histogram.detach().cpu().clone()
         self.l2_summary = f"{int(self.count)} pixels, mean {float(out['l2']):.3f} m"
         return out

@@ -5,11 +5,13 @@ all multiplied by ``scale = 768 / fx`` (see ``datamodules.dense.geometry.canonic
 scale branch predicts ``scale`` from the image, so metric points are ``canonical / scale`` on all three
 axes (as transformers' ``post_process_pointmap_estimation``).
 Train: ``pointmap_loss`` on canonical XYZ over valid pixels (L1, multi-scale L1, shift-invariant
-L1, SiLog on Z, intrinsics and normal consistency, scale L1). Val: metric-space L2, per-axis MAE,
-RMSE, % within 5 / 10 / 20 cm and normal angle, using the predicted scale (the ground-truth one
-without a scale branch), and the L2 with the image's own focal (``l2_known_focal``: what the focal the model
-guesses costs); the first validation pointmaps are written to ``<run_dir>/predictions/``
-as ``NAME.npy`` (HxWx3 metric XYZ, float32) and ``NAME_depth.png`` (turbo colour map of 1 / Z).
+L1, SiLog on Z, intrinsics and normal consistency, scale L1). Val, as upstream's evaluator: the canonical
+prediction against the canonical ground truth made with the image's own intrinsics (the predicted scale is not
+used), reported in metres by the image's own scale: L2 (the checkpoint metric), per-axis MAE, RMSE, % within 5 /
+10 / 20 cm, normal angle; ``l2_canonical`` in upstream's canonical units; and ``l2_predicted_focal``, the L2 of
+the metric points made with the focal the scale branch predicts (what ``predict`` writes without ``--focal``).
+The first validation pointmaps are written to ``<run_dir>/predictions/`` as ``NAME.npy`` (HxWx3 metric XYZ by
+the predicted focal, float32) and ``NAME_depth.png`` (turbo colour map of 1 / Z).
 """
 
 from __future__ import annotations
@@ -101,9 +103,13 @@ class PointmapModule(TaskModule):
         return to_metric(outputs["pointmap"].float(), scale)
 
     def update_metrics(self, outputs: dict, batch: dict) -> None:
-        known = to_metric(outputs["pointmap"].float(), batch["scale"]) if "scale" in outputs else None
-        self.val_metrics.update(self._metric(outputs, batch), to_metric(batch["pointmap"], batch["scale"]),
-                                batch["mask"], known_focal=known)
+        """As upstream's evaluator: the canonical prediction against the canonical ground truth (the image's own
+        intrinsics), in metres by the image's own scale; the predicted focal's metric points as
+        ``l2_predicted_focal``."""
+        scale = batch["scale"]
+        predicted = self._metric(outputs, batch) if "scale" in outputs else None
+        self.val_metrics.update(to_metric(outputs["pointmap"].float(), scale), to_metric(batch["pointmap"], scale),
+                                batch["mask"], predicted_focal=predicted, scale=scale.reshape(-1))
 
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
         xyz = self._metric(outputs, batch)[i].permute(1, 2, 0).cpu().numpy()
@@ -120,3 +126,12 @@ class PointmapModule(TaskModule):
 
     def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
         return draw.TITLE, draw.picture(result[".npy"][..., 2], people)
+
+    def findings(self, result) -> dict:
+        """The depth (metric Z) of the image's pixels: minimum, median and maximum, in metres."""
+        z = result[".npy"][..., 2]
+        z = z[np.isfinite(z) & (z > 0)]
+        if not z.size:
+            return {"depth_m": None}
+        return {"depth_m": {k: round(float(v), 4) for k, v in (("min", z.min()), ("median", np.median(z)),
+                                                               ("max", z.max()))}}

@@ -17,6 +17,7 @@ from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.utilities import rank_zero_warn
 
+from datamodules.coco_keypoints import KeypointOrder
 from sapiens2_ft.compat import SyncPreparation
 from sapiens2_ft.tasks.diagnostics import Diagnostics, Table, keypoint_bar_chart, plain
 from sapiens2_ft.tasks.pose.keypoint_accuracy import PCK_THRESHOLD, KeypointAccuracy, keypoint_accuracy
@@ -241,6 +242,12 @@ class CocoKeypointAP(SyncPreparation, Metric):
                 raise FileNotFoundError(f"CocoKeypointAP: annotation file not found: {self.ann_file}")
             with _captured_stdout():
                 coco = COCO(str(self.ann_file))
+            if self.keypoint_names is not None:  # a json listing the set's names in another order: by name
+                order = KeypointOrder(coco.dataset.get("categories"), self.keypoint_names, "of the run", self.ann_file)
+                if order.remapped:
+                    order.apply(coco.dataset)
+                    with _captured_stdout():
+                        coco.createIndex()
             cat = coco.cats.get(self.category_id)
             if cat is None:
                 raise ValueError(

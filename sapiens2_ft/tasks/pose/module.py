@@ -15,7 +15,7 @@ from typing import Literal, Sequence
 import numpy as np
 import torch
 
-from datamodules.keypoints.metainfo import MetainfoError, load_metainfo
+from datamodules.keypoints.metainfo import SET_FILE, MetainfoError, builtin_set_with, load_metainfo
 from sapiens2_ft.tasks.base import TaskModule
 from sapiens2_ft.tasks.pose.codec import (
     decode_heatmaps,
@@ -85,9 +85,23 @@ class PoseModule(TaskModule):
         return {"flip_pairs": self.metainfo.flip_pairs}
 
     @classmethod
-    def options_from_config(cls, config) -> dict:
-        """``loss: heatmap_ce`` for an exported model whose head outputs logits (``config.heatmap_output``)."""
-        return {"loss": "heatmap_ce"} if getattr(config, "heatmap_output", None) == LOGITS_OUTPUT else {}
+    def options_from_model(cls, directory: Path, config, labels: str | None = None) -> dict:
+        """The keypoint set: ``labels`` (a set name or YAML; its keypoints are the model's rows of the same names),
+        else the export's ``keypoints.yaml``, else the built-in set of the model's rows (a released 308-keypoint
+        model: ``sapiens2_308``); ``loss: heatmap_ce`` for a head that outputs logits (``config.heatmap_output``)."""
+        options = {"loss": "heatmap_ce"} if getattr(config, "heatmap_output", None) == LOGITS_OUTPUT else {}
+        if labels is None:
+            exported = Path(directory) / SET_FILE
+            labels = str(exported) if exported.is_file() else builtin_set_with(cls.row_names(directory, config))
+        if labels is None:
+            raise ValueError(f"{directory} has no {SET_FILE} and its {config.num_labels} keypoints are no built-in "
+                             f"set; give the keypoint set (a built-in name or a YAML file)")
+        try:
+            metainfo = load_metainfo(labels)
+        except MetainfoError as err:
+            raise ValueError(str(err)) from None
+        cls.check_rows(directory, config, list(metainfo.keypoint_names))
+        return {"keypoints": labels, **options}
 
     def build(self):
         model, report = super().build()
@@ -133,11 +147,14 @@ class PoseModule(TaskModule):
 
     def on_validation_epoch_start(self) -> None:
         if self.val_metrics is None:
-            ann_file = self.trainer.datamodule.val_annotation_file
-            # Sets with groups (coco_wholebody, sapiens2_308) also log val/AP_<group>.
-            self.val_metrics = CocoKeypointAP(ann_file, self.metainfo.sigmas, groups=self.metainfo.group_ids,
-                                              keypoint_names=self.metainfo.keypoint_names).to(self.device)
+            self.val_metrics = self.ap_metric(self.trainer.datamodule.val_annotation_file).to(self.device)
         super().on_validation_epoch_start()
+
+    def ap_metric(self, ann_file) -> CocoKeypointAP:
+        """COCO AP of this set against ``ann_file``: its keypoints taken by name; sets with groups
+        (coco_wholebody, sapiens2_308, coco17_feet) also give AP_<group>."""
+        return CocoKeypointAP(ann_file, self.metainfo.sigmas, groups=self.metainfo.group_ids,
+                              keypoint_names=self.metainfo.keypoint_names)
 
     def update_metrics(self, outputs: dict, batch: dict) -> None:
         """Keypoints back to image pixels (the inverse crop affine), scored against the annotation file."""
@@ -163,6 +180,15 @@ class PoseModule(TaskModule):
 
     def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
         return f"pose ({len(result)} people)", draw.draw_people(image, result, self.metainfo.skeleton)
+
+    def findings(self, result) -> dict:
+        """Each person's box ``[x, y, w, h]`` and score, and per keypoint name ``[x, y, score]`` in image pixels."""
+        names = self.metainfo.keypoint_names
+        return {"people": [{"bbox": [round(float(v), 2) for v in person["bbox"][:4]],
+                            "score": round(float(person["score"]), 4),
+                            "keypoints": {name: [round(float(x), 2), round(float(y), 2), round(float(s), 4)]
+                                          for name, (x, y), s in zip(names, person["points"], person["scores"])}}
+                           for person in result]}
 
     def write_validation_outputs(self, run_dir: Path) -> None:
         """``predictions.json``: COCO keypoint results of the last validation (after rescoring and OKS-NMS)."""

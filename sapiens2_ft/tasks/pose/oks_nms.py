@@ -20,17 +20,15 @@ def oks_iou(
     area_g: float,
     area_d: np.ndarray | Sequence[float],
     sigmas: np.ndarray | Sequence[float],
-    vis_thr: float | None = None,
 ) -> np.ndarray:
-    """OKS between one instance ``g`` and each instance in ``d``.
+    """OKS between one instance ``g`` and each instance in ``d``, over all keypoints (upstream's OKS-NMS counts
+    every keypoint, whatever its score).
 
     Args:
-        g: (K, 2) xy, or (K, 3) xy + score (score column needed for ``vis_thr``).
+        g: (K, 2) xy, or (K, 3) xy + score (the score is not used).
         d: (M, K, 2) or (M, K, 3), same layout as ``g``.
         area_g: area of ``g``. area_d: (M,) areas of ``d``. The OKS scale is their mean.
         sigmas: (K,) per-keypoint sigmas.
-        vis_thr: if set, only keypoints scored above it in both instances count;
-            an instance pair with no such keypoint gets OKS 0.
 
     Returns:
         (M,) float64 OKS values.
@@ -55,14 +53,7 @@ def oks_iou(
     sq_dist = ((d[..., :2] - g[None, :, :2]) ** 2).sum(-1)  # (M, K)
     scale = (area_g + area_d)[:, None] / 2.0 + _EPS
     e = sq_dist / variances[None] / scale / 2.0
-    sim = np.exp(-e)
-    if vis_thr is None:
-        return sim.mean(axis=1)
-    if g.shape[1] < 3:
-        raise ValueError("oks_iou: vis_thr needs keypoints with a score column (K, 3)")
-    valid = (g[None, :, 2] > vis_thr) & (d[..., 2] > vis_thr)
-    n = valid.sum(axis=1)
-    return np.where(n > 0, (sim * valid).sum(axis=1) / np.maximum(n, 1), 0.0)
+    return np.exp(-e).mean(axis=1)
 
 
 def keypoint_extent_area(keypoints: np.ndarray) -> np.ndarray:
@@ -87,7 +78,6 @@ def oks_nms(
     areas: np.ndarray | Sequence[float],
     sigmas: np.ndarray | Sequence[float],
     threshold: float,
-    vis_thr: float | None = None,
 ) -> np.ndarray:
     """Greedy OKS-NMS over the instances of ONE image.
 
@@ -114,6 +104,6 @@ def oks_nms(
         i = int(order[0])
         keep.append(i)
         rest = order[1:]
-        ovr = oks_iou(keypoints[i], keypoints[rest], areas[i], areas[rest], sigmas, vis_thr)
+        ovr = oks_iou(keypoints[i], keypoints[rest], areas[i], areas[rest], sigmas)
         order = rest[ovr <= threshold]
     return np.asarray(keep, dtype=np.int64)

@@ -90,6 +90,13 @@ class SegmentationModule(TaskModule):
     def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
         return draw.TITLE, draw.picture(image, result[".png"], len(self.class_names))
 
+    def findings(self, result) -> dict:
+        """The fraction of the image each class covers, largest first (classes absent left out)."""
+        counts = np.bincount(result[".png"].reshape(-1), minlength=len(self.class_names))[:len(self.class_names)]
+        order = np.argsort(-counts, kind="stable")
+        return {"class_areas": {self.class_names[i]: round(float(counts[i]) / result[".png"].size, 5)
+                                for i in order if counts[i]}}
+
     def sheet_legend(self, row: np.ndarray, result) -> np.ndarray:
         return with_legend(row, self.class_names, draw.classes_shown(result[".png"], len(self.class_names)))
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
 
 from sapiens2_ft.models.checkpoints import RECORD_KEY
 from sapiens2_ft.training.run_dir import LAST_CHECKPOINT
@@ -33,6 +34,7 @@ class RunArtifacts(L.Callback):
         self.replaced = {"train": 0, "val": 0}  # unreadable samples replaced under on_bad_sample: skip
         self.filtered = {"train": 0, "val": 0}  # samples left out by data.filter.* (dense tasks)
         self.drawn: dict[str, int] = {}  # training samples drawn per dataset of a data.train mix (this process)
+        self.start_metrics: dict[str, float] = {}  # a validation before the first step (validate_first)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         for counts, key in ((self.replaced, "bad_samples_replaced"), (self.filtered, "filtered_samples")):
@@ -55,29 +57,39 @@ class RunArtifacts(L.Callback):
                 counts["val"] += int(replaced.sum())
 
     def state_dict(self) -> dict:
-        return {"replaced": dict(self.replaced), "filtered": dict(self.filtered), "drawn": dict(self.drawn)}
+        return {"replaced": dict(self.replaced), "filtered": dict(self.filtered), "drawn": dict(self.drawn),
+                "start_metrics": dict(self.start_metrics)}
 
     def load_state_dict(self, state: dict) -> None:
         self.replaced.update(state.get("replaced", {}))
         self.filtered.update(state.get("filtered", {}))
         self.drawn.update(state.get("drawn", {}))
+        self.start_metrics.update(state.get("start_metrics", {}))
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
             return
+        if trainer.global_step == 0 and trainer.state.fn == TrainerFn.FITTING:  # validate_first: where it starts
+            self.start_metrics = val_metrics(trainer)
         self.last_validated_step = trainer.global_step
         if trainer.is_global_zero:
             pl_module.write_validation_outputs(self.run_dir)
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
-        """The wandb run id travels with the checkpoint, so ``--resume`` continues the same dashboard run."""
-        checkpoint.setdefault(RECORD_KEY, {})["wandb_run_id"] = wandb_run_id(trainer.loggers)
+        """The wandb run id travels with the checkpoint, so ``--resume`` continues the same dashboard run; the latest
+        validation's metrics too (its step tells whether they are this checkpoint's: the export's model card)."""
+        record = checkpoint.setdefault(RECORD_KEY, {})
+        record["wandb_run_id"] = wandb_run_id(trainer.loggers)
+        if self.last_validated_step >= 0:
+            record["validation"] = {"step": self.last_validated_step, "metrics": {
+                k.removeprefix("val/"): float(_plain(v)) for k, v in trainer.callback_metrics.items()
+                if k.startswith("val/") and torch.as_tensor(v).numel() == 1}}
         self.last_saved_step = trainer.global_step
 
     def write_summary(self, trainer: L.Trainer, pl_module: L.LightningModule, datamodule, wall_time_s: float,
                       extra: dict | None = None) -> dict:
         checkpoint = trainer.checkpoint_callback  # the best-by-metric one comes first
-        metrics = {k[len("val/"):]: _plain(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        metrics = val_metrics(trainer)
         monitor = pl_module.monitor[0]
         last = self.run_dir / LAST_CHECKPOINT
         last = str(last) if last.exists() else None
@@ -88,6 +100,7 @@ class RunArtifacts(L.Callback):
         summary = {
             "run_dir": str(self.run_dir),
             "metrics": metrics,
+            **({"start_metrics": self.start_metrics} if self.start_metrics else {}),  # validate_first
             "monitor": monitor,
             "best_checkpoint": best,
             "best_score": best_score,
@@ -110,6 +123,11 @@ class RunArtifacts(L.Callback):
             with open(self.run_dir / "summary.json", "w") as f:
                 json.dump(summary, f, indent=2)
         return summary
+
+
+def val_metrics(trainer: L.Trainer) -> dict:
+    """The latest validation's metrics, without the ``val/`` prefix."""
+    return {k[len("val/"):]: _plain(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
 
 
 def _sum_over_ranks(trainer: L.Trainer, count: int) -> int:

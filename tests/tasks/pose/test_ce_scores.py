@@ -126,3 +126,15 @@ def test_exported_ce_model_is_decoded_as_one(tmp_path):
     mse.configure_model()
     mse.model.save_pretrained(tmp_path / "mse")
     assert load_module(str(tmp_path / "mse"), tmp_path / "out2", keypoints="coco17")[0].hparams.loss == "mse"
+
+
+def test_cross_entropy_averages_over_the_weighted_keypoints():
+    """Each keypoint's soft-target CE, weighted, divided by the weights' sum (at least 1: no keypoint gives 0)."""
+    torch.manual_seed(0)
+    logits, target = torch.randn(1, 3, 6, 5), torch.rand(1, 3, 6, 5)
+    each = -(target / target.sum((-2, -1), keepdim=True) * logits.flatten(-2).log_softmax(-1).view_as(logits))
+    each = each.sum((-2, -1))[0]
+    for weights, expected in (([1.0, 0.0, 0.5], (each[0] + 0.5 * each[2]) / 1.5), ([0.0, 1.0, 0.0], each[1]),
+                              ([0.0, 0.0, 0.0], torch.tensor(0.0))):
+        got = heatmap_cross_entropy(logits, target, torch.tensor([weights]))
+        assert got.item() == pytest.approx(expected.item(), rel=1e-5, abs=1e-7), weights

@@ -122,6 +122,13 @@ def test_oks_iou_formula():
     expected = np.exp(-18.0 / var / (5000.0 + np.spacing(1)) / 2).mean()
     assert ious[0] == pytest.approx(1.0)
     assert ious[1] == pytest.approx(expected, rel=1e-12)
+    # A score column (K, 3) plays no part in the distance.
+    rng = np.random.default_rng(1)
+    scored = oks_iou(np.c_[g, rng.random(K)], np.concatenate([d, rng.random((2, K, 1)) * 50], -1), 4000.0,
+                     [4000.0, 6000.0], SIGMAS)
+    np.testing.assert_allclose(scored, ious, rtol=1e-12)
+    with pytest.raises(ValueError, match="oks_iou: expected"):  # one keypoint more in d only
+        oks_iou(g, np.concatenate([d, d[:, :1]], 1), 4000.0, [4000.0, 6000.0], SIGMAS)
 
 
 def test_oks_nms_suppresses_duplicate_keeps_distinct():
@@ -228,6 +235,11 @@ def test_wrong_keypoint_count_names_file(coco_file):
             torch.as_tensor(preds["areas"]),
         )  # fmt: skip
 
+    n = len(preds["image_ids"])
+    with pytest.raises(ValueError, match=r"\(scores: 13\)"):  # the scores alone of another count
+        metric.update(torch.as_tensor(preds["image_ids"]), torch.zeros(n, K, 2), torch.ones(n, 13), torch.ones(n),
+                      torch.as_tensor(preds["areas"]))
+
     metric13 = CocoKeypointAP(ann_file, SIGMAS[:13])
     n = len(preds["image_ids"])
     metric13.update(torch.as_tensor(preds["image_ids"]), torch.zeros(n, 13, 2), torch.ones(n, 13),
@@ -260,6 +272,18 @@ def test_empty_gives_zeros_with_warning_and_reset(coco_file):
     assert metric.results == [] and metric.summary_text == "" and metric.image_ids == []
     with pytest.warns(UserWarning, match="no predictions"):
         assert float(metric.compute()["AP"]) == 0.0
+
+
+def test_before_sync_shapes_only_empty_states(coco_file):
+    """The placeholders a rank without predictions gathers are (0, K, 2) and (0, K); a rank's data stays."""
+    ann_file, gt = coco_file
+    empty = CocoKeypointAP(ann_file, SIGMAS)
+    empty.before_sync()
+    assert [tuple(empty.keypoints[0].shape), tuple(empty.keypoint_scores[0].shape)] == [(0, K, 2), (0, K)]
+    full = CocoKeypointAP(ann_file, SIGMAS)
+    _update(full, _gt_predictions(gt["anns"]), slice(0, 3))
+    full.before_sync()
+    assert [len(full.keypoints), tuple(full.keypoints[0].shape)] == [1, (3, K, 2)]
 
 
 # --------------------------------------------------------------- distributed
@@ -337,6 +361,10 @@ def test_keypoint_extent_area_matches_loop():
     kpts = np.random.default_rng(0).random((4, K, 2)) * [300, 200]
     np.testing.assert_allclose(keypoint_extent_area(kpts), [_extent_area_loop(p) for p in kpts], rtol=1e-12)
     assert keypoint_extent_area(np.zeros((0, K, 2))).shape == (0,)
+    kpts[1, 3] = np.nan  # a missed keypoint (the metric's MISSED) is left out, not the person
+    kpts[2] = np.nan
+    areas = keypoint_extent_area(kpts)
+    assert areas[1] == pytest.approx(_extent_area_loop(np.delete(kpts[1], 3, axis=0)), rel=1e-12) and areas[2] == 0
 
 
 def test_oks_nms_scale_is_the_keypoint_extent_by_default(coco_file):
@@ -405,6 +433,24 @@ def test_group_ap_oracle_and_wrong_group(coco_file):
     assert float(res["AP_head"]) == pytest.approx(1.0)
     assert float(res["AP_legs"]) < 0.05
     assert float(res["AP"]) < 1.0
+
+
+def test_group_ap_leaves_out_people_without_labelled_group_keypoints(tmp_path):
+    """A person none of whose head keypoints is labelled (v = 0) is no head ground truth; one whose head keypoints
+    are labelled but hidden (v = 1) is."""
+    ann_file = tmp_path / "groups.json"
+    gt = _make_coco(ann_file, seed=3)
+    data = json.loads(ann_file.read_text())
+    for ann, visibility in zip(data["annotations"][:2], (0, 1)):  # the two people _perturbed_predictions keeps
+        for i in GROUPS["head"]:
+            x, y = ann["keypoints"][3 * i: 3 * i + 2]
+            ann["keypoints"][3 * i: 3 * i + 3] = [0.0, 0.0, 0] if visibility == 0 else [x, y, 1]
+    ann_file.write_text(json.dumps(data))
+    metric = CocoKeypointAP(ann_file, SIGMAS, groups=GROUPS)
+    _update(metric, _perturbed_predictions(gt["anns"]))
+    res = metric.compute()
+    expected = _group_stats_by_hand(ann_file, metric.results, GROUPS["head"])
+    assert float(res["AP_head"]) == pytest.approx(expected, abs=1e-12)
 
 
 def test_group_ap_matches_slicing_by_hand(coco_file):

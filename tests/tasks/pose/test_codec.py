@@ -6,6 +6,8 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from sapiens2_ft.tasks.pose.codec import (
     decode_heatmaps,
@@ -169,6 +171,17 @@ def test_decode_matches_full_map_dark_reference(hw, sigma, margin):
     assert (np.abs(coords.numpy() - argmax).max(-1) <= 5.0).all()
 
 
+def test_decode_at_the_border_matches_dark_reference():
+    """Peaks on each edge row / column and the corners, no noise: every one as the full-map reference (edge padding
+    of the log map), not only those with small steps."""
+    h, w = 64, 48
+    kpts = torch.tensor([[[20.3, 0.2], [20.3, h - 1.3], [0.2, 30.6], [w - 1.3, 30.6], [0.0, 0.0],
+                          [w - 1.0, h - 1.0], [w - 1.4, h - 1.2]]])
+    heatmaps, _ = encode_heatmaps(kpts, torch.ones(1, 7), (h, w), 2.0)
+    coords, _ = decode_heatmaps(heatmaps)
+    np.testing.assert_allclose(coords[0].numpy(), _ref_dark(heatmaps[0].numpy()), atol=1e-3)
+
+
 def test_decode_max_step_one_px_bound():
     gen = torch.Generator().manual_seed(6)
     kpts = _random_keypoints(gen, (2, 12), (256, 192), margin=30)
@@ -204,6 +217,13 @@ def test_decode_degenerate_channels():
     assert (coords[0, 2].abs() <= 1).all() and scores[0, 2] == 3.0
     assert ((coords[0, 3] - torch.tensor([4.0, 9.0])).abs() <= 1).all()
     assert torch.isfinite(coords).all()
+    with pytest.raises(ValueError, match="odd"):
+        decode_heatmaps(h, blur_kernel_size=10)
+    with pytest.raises(ValueError, match="non-empty"):
+        decode_heatmaps(torch.zeros(1, 1, 0, 12))
+    row, _ = decode_heatmaps(h[..., 9:10, :])  # one row, or one column, is a map
+    column, _ = decode_heatmaps(h[..., 4:5])
+    assert row[0, 3].tolist() == [4.0, 0.0] and column[0, 3].tolist() == [0.0, 9.0]
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -251,6 +271,7 @@ def test_coords_round_trip():
     assert torch.allclose(hm[1], torch.tensor([191.0, 255.0]))
     assert torch.allclose(heatmap_to_input_coords(hm, input_size, hm_size), xy, atol=1e-4)
     arr = np.array([[100.25, 3.5]])
+    np.testing.assert_allclose(input_to_heatmap_coords(arr, input_size, hm_size), hm[2:].numpy(), rtol=1e-6)
     np.testing.assert_allclose(
         heatmap_to_input_coords(input_to_heatmap_coords(arr, input_size, hm_size), input_size, hm_size),
         arr, atol=1e-9)
@@ -258,11 +279,36 @@ def test_coords_round_trip():
         input_to_heatmap_coords(xy, (1, 768), hm_size)
 
 
-def test_device_follows_input():
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+DEVICES = ["meta"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+class MixedDevices(TorchDispatchMode):
+    """Records every operation that meets tensors (not 0-d ones, which any device may take) of two devices."""
+
+    def __init__(self):
+        super().__init__()
+        self.mixed = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        leaves = pytree.tree_leaves((args, kwargs or {}))
+        devices = {t.device.type for t in leaves if isinstance(t, torch.Tensor) and t.dim() > 0}
+        if len(devices) > 1:
+            self.mixed.append(f"{func}: {sorted(devices)}")
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_follows_input(device):
+    """Every output on the input's device, and no operation meets a tensor of another. ``meta`` (shapes only) is a
+    device other than the CPU on any machine: a tensor made without ``device=`` meets the input there. The GPU,
+    where there is one, checks the values too."""
     kpts = torch.tensor([[[10.2, 12.7]]], device=device)
-    heatmaps, tw = encode_heatmaps(kpts, torch.ones(1, 1, device=device), (64, 48), 2.0)
-    coords, scores = decode_heatmaps(heatmaps)
-    flipped = flip_heatmaps(heatmaps, [0])
-    assert {t.device.type for t in (heatmaps, tw, coords, scores, flipped)} == {torch.device(device).type}
-    assert (coords.cpu() - kpts.cpu()).abs().max() < 0.05
+    with MixedDevices() as mode:
+        heatmaps, tw = encode_heatmaps(kpts, torch.ones(1, 1, device=device), (64, 48), 2.0)
+        coords, scores = decode_heatmaps(heatmaps)
+        flipped = flip_heatmaps(heatmaps, [0])
+    assert mode.mixed == []
+    assert {t.device.type for t in (heatmaps, tw, coords, scores, flipped)} == {device}
+    assert heatmaps.shape == (1, 1, 64, 48) and coords.shape == (1, 1, 2) and scores.shape == (1, 1)
+    if device != "meta":
+        assert (coords.cpu() - kpts.cpu()).abs().max() < 0.05

@@ -1,0 +1,3 @@
+from sapiens2_ft.app.cli import main
+
+main()

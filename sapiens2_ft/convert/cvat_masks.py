@@ -1,0 +1,109 @@
+"""CVAT "Segmentation mask 1.1" (Pascal VOC's layout): a label map per image, one colour per label.
+
+Layout of the unzipped export::
+
+    labelmap.txt                           # label:color_rgb:parts:actions, then name:r,g,b:: per label
+    ImageSets/Segmentation/default.txt     # the images' stems (any *.txt there: one subset each)
+    SegmentationClass/STEM.png             # RGB (or palette) masks in the labelmap's colours
+    JPEGImages/STEM.jpg                    # the images (exported with "Save images")
+
+Each colour of a mask becomes a region of its label (``background``'s colour too: the class-0 area). A colour that
+is in no line of ``labelmap.txt`` is reported with its pixel count and left unlabelled (255 in the output).
+CVAT's "COCO 1.0" export (polygons and RLE masks) is read by ``coco.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from datamodules.data_check import DataReport
+from datamodules.errors import DataError
+from datamodules.images import decode, read_bytes
+from datamodules.paths import inside
+from sapiens2_ft.convert.records import ConvertError, ImageRecord, Region
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
+
+
+def is_mask_export(src: Path) -> bool:
+    return (src / "labelmap.txt").is_file() and (src / "SegmentationClass").is_dir()
+
+
+def read_labelmap(path: Path) -> dict[tuple[int, int, int], str]:
+    """RGB colour -> label name, from the ``name:r,g,b:parts:actions`` lines (``#`` lines are comments)."""
+    colours: dict[tuple[int, int, int], str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, _, rest = line.partition(":")
+        rgb = rest.split(":")[0].split(",")
+        try:
+            colour = tuple(int(v) for v in rgb)
+        except ValueError:
+            colour = ()
+        if not name.strip() or len(colour) != 3 or not all(0 <= v <= 255 for v in colour):
+            raise ConvertError(f"{path}: line {number}: expected 'name:r,g,b::' with r, g, b in 0-255, got {line!r}")
+        if colour in colours:
+            raise ConvertError(f"{path}: line {number}: colour {','.join(map(str, colour))} is also "
+                               f"'{colours[colour]}'s; each label needs its own colour")
+        colours[colour] = name.strip()
+    if not colours:
+        raise ConvertError(f"{path}: no labels")
+    return colours
+
+
+def stems(src: Path) -> list[tuple[str, str | None]]:
+    """(stem, subset) of each image the export lists (``ImageSets/Segmentation/*.txt``), else of every mask."""
+    lists = sorted((src / "ImageSets" / "Segmentation").glob("*.txt"))
+    if not lists:
+        return [(p.stem, None) for p in sorted((src / "SegmentationClass").glob("*.png"))]
+    return [(line.strip(), f.stem) for f in lists for line in f.read_text().splitlines() if line.strip()]
+
+
+def regions_of(mask_rgb: np.ndarray, colours: dict, mask_file: Path, record: str,
+               problems: DataReport) -> list[Region]:
+    """One mask region per colour present; unknown colours reported (the pixels stay unlabelled)."""
+    flat = mask_rgb.reshape(-1, 3).astype(np.int64)
+    codes = (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2]
+    present, inverse, counts = np.unique(codes, return_inverse=True, return_counts=True)
+    regions = []
+    for k, (code, count) in enumerate(zip(present.tolist(), counts.tolist())):
+        colour = (code >> 16 & 255, code >> 8 & 255, code & 255)
+        where = f"colour {','.join(map(str, colour))}"
+        if colour not in colours:
+            problems.add(mask_file, record, "colour", f"{count} pixels of {where}, which labelmap.txt does not list; "
+                         "they are left unlabelled (255)", fatal=False)
+        label = colours.get(colour, f"<{where} not in labelmap.txt>")  # matches no class: painted 255
+        regions.append(Region(label, where, mask=(inverse == k).reshape(mask_rgb.shape[:2])))
+    return regions
+
+
+def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
+    colours = read_labelmap(src / "labelmap.txt")
+    records = []
+    for stem, subset in stems(src):
+        record = f"image {stem}" + (f" ({subset})" if subset else "")
+        mask_file = inside(src, src / "SegmentationClass" / f"{stem}.png", follow_links=True)
+        if mask_file is None:  # a listed name that leads out of the export
+            problems.add(src / "ImageSets", record, "name", "a name inside the export folder; the image is left out")
+            continue
+        image = next((p for s in IMAGE_SUFFIXES
+                      if (p := inside(src, src / "JPEGImages" / f"{stem}{s}", follow_links=True)) and p.is_file()), None)
+        if image is None:
+            problems.add(src / "JPEGImages", record, "image", f"an image named {stem}.* (export the task with "
+                         "'Save images' on); the image is left out")
+            continue
+        try:  # the mask's header checked against the pixel limit before decoding
+            mask = cv2.cvtColor(decode(read_bytes(str(mask_file)), cv2.IMREAD_COLOR, str(mask_file)), cv2.COLOR_BGR2RGB)
+        except DataError as err:
+            problems.add(mask_file, record, "mask", f"a readable PNG mask ({err}); the image is left out")
+            continue
+        entry = ImageRecord(mask_file, image.name, image=image, size=(mask.shape[1], mask.shape[0]), record=record)
+        entry.regions = regions_of(mask, colours, mask_file, record, problems)
+        records.append(entry)
+    if not records:
+        raise ConvertError(f"{src}: no image of the mask export could be read (see the problems above)")
+    return records

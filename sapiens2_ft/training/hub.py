@@ -1,0 +1,107 @@
+"""An exported model directory uploaded to a Hugging Face Hub model repository (``export --push_to_hub REPO``, and
+``hub.push_to_hub`` at the end of a run): the repo is created if missing (``private`` when asked), and one commit
+sends the export's own files, its model card naming the repo. What the Hub refuses is one line (``HubError``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sapiens2_ft.training.export_dir import export_files
+from sapiens2_ft.training.model_card import CARD_FILE, card_for_repo
+
+LOGIN_HINT = "run `hf auth login` (or set HF_TOKEN) with a token that has write access"
+
+
+@dataclass
+class HubConfig:
+    """Where a run's export goes on the Hugging Face Hub when the run ends.
+
+    Args:
+        push_to_hub: A Hub model repository (``user/name`` or ``org/name``): the best checkpoint's export, with its
+            model card, is uploaded there at the end of the run (the repo is created if missing). Needs ``hf auth
+            login`` or ``HF_TOKEN`` with write access, checked before training starts. null: no upload.
+        private: Create the repository private (a repository that exists keeps its visibility).
+    """
+
+    push_to_hub: str | None = None
+    private: bool = False
+
+
+class HubError(RuntimeError):
+    """The Hub refused or could not be reached; the message is one line that says what to do."""
+
+
+def hub_problems(repo_id: str | None, key: str = "hub.push_to_hub") -> list[str]:
+    """What can be known wrong with pushing to ``repo_id`` before any network call: its form, and a missing login."""
+    if not repo_id:
+        return []
+    from huggingface_hub import get_token
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:
+        return [f"{key}: '{repo_id}' is not a Hub repository id ('user/name'): {err}"]
+    if "/" not in repo_id:
+        return [f"{key}: '{repo_id}' needs its namespace, 'user/{repo_id}' or 'org/{repo_id}'"]
+    if get_token() is None:
+        return [f"{key}: not logged in to the Hugging Face Hub; {LOGIN_HINT}"]
+    return []
+
+
+def push_export(directory: str | Path, repo_id: str, private: bool = False) -> str:
+    """Upload the export in ``directory`` to ``repo_id`` in one commit; returns the repository's URL."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    directory = Path(directory)
+    problems = hub_problems(repo_id, "--push_to_hub")
+    if problems:
+        raise HubError(problems[0])
+    if not (directory / "config.json").is_file():
+        raise HubError(f"--push_to_hub: {directory} is not an exported model directory (no config.json)")
+    operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(directory / name))
+                  for name in export_files(directory) if name != CARD_FILE]  # the export's own, nothing else
+    card = card_for_repo(directory, repo_id)
+    if card is not None:
+        operations.append(CommitOperationAdd(path_in_repo=CARD_FILE, path_or_fileobj=card.encode()))
+    api = HfApi()
+    try:
+        url = api.create_repo(repo_id, repo_type="model", private=True if private else None, exist_ok=True)
+        api.create_commit(repo_id, operations, repo_type="model",
+                          commit_message=f"Upload {directory.name}: Sapiens2 model fine-tuned with sapiens2-ft")
+    except Exception as err:
+        if not from_the_hub(err):
+            raise
+        raise HubError(hub_message(err, repo_id)) from None
+    return str(url)
+
+
+def from_the_hub(err: Exception) -> bool:
+    """Whether ``err`` is huggingface_hub's or its HTTP client's (an answer of the Hub, or no way to it)."""
+    package = type(err).__module__.split(".")[0]
+    return isinstance(err, OSError) or package in ("huggingface_hub", "httpx", "httpx2", "httpcore", "httpcore2",
+                                                   "requests", "urllib3")
+
+
+def hub_message(err: Exception, repo_id: str) -> str:
+    """One line for what the Hub (or the way to it) answered to a push to ``repo_id``."""
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    where = f"--push_to_hub {repo_id}"
+    if isinstance(err, OfflineModeIsEnabled):
+        return f"{where}: HF_HUB_OFFLINE is set; unset it to upload"
+    status = getattr(getattr(err, "response", None), "status_code", None) if isinstance(err, HfHubHTTPError) else None
+    if status == 401:
+        return f"{where}: not logged in to the Hugging Face Hub, or the token is not valid; {LOGIN_HINT}"
+    if status == 403:
+        namespace = repo_id.split("/")[0]
+        return (f"{where}: not allowed to write to '{namespace}' (a read-only token, or a namespace that is not "
+                f"yours); use a write token, or a repository under your own name")
+    if status == 404:
+        return f"{where}: the Hub has no namespace or repository '{repo_id}' this token can see"
+    if status is not None:
+        return f"{where}: the Hub answered {status}: {str(err).splitlines()[0]}"
+    first = (str(err).splitlines() or [""])[0]
+    return f"{where}: could not reach the Hugging Face Hub ({type(err).__name__}: {first})"

@@ -1,0 +1,167 @@
+"""Datasets written as WebDataset shards read back as the same samples: pose, dense, a mix, from a URL too."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import tarfile
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from datamodules import loaders
+from datamodules.dense_datamodule import DenseDataModule
+from datamodules.errors import DataError
+from datamodules.pose_datamodule import PoseDataModule
+from datamodules.shards.writer import write_shards
+
+TRAIN_ANN = "annotations/person_keypoints_train2017.json"
+KEYS = [(i, 5) for i in range(4)]
+
+
+def pose_dm(coco, **kwargs) -> PoseDataModule:
+    return PoseDataModule(root=str(coco), train_ann=TRAIN_ANN, train_images="train2017",
+                          val_ann="annotations/person_keypoints_val2017.json", val_images="val2017", num_workers=0,
+                          batch_size=2, input_size=(64, 48), **kwargs)
+
+
+def written(dm, out):
+    dm.setup("fit")
+    write_shards(out, *dm.shard_splits(), shard_samples=2)
+    return dm
+
+
+def assert_same_items(a, b, keys) -> None:
+    for key in keys:
+        x, y = a[key], b[key]
+        assert x.keys() == y.keys()
+        for name in x:
+            same = torch.equal(x[name], y[name]) if isinstance(x[name], torch.Tensor) else x[name] == y[name]
+            assert same, (key, name)
+
+
+def test_pose_shards_hold_the_same_samples_and_the_validation_json(tiny_coco, tmp_path):
+    files = written(pose_dm(tiny_coco), tmp_path / "shards")
+    shards = sorted((tmp_path / "shards").glob("shard-*.tar"))
+    assert len(shards) == 3  # 4 train + 2 val images, 2 a shard
+    with tarfile.open(shards[0]) as tar:  # plain WebDataset samples: key.extension
+        assert [m.name for m in tar.getmembers()] == ["p0_000000000.jpg", "p0_000000001.jpg"]
+    dm = pose_dm(tmp_path / "nowhere", shards=str(tmp_path / "shards"))
+    dm.setup("fit")
+    assert len(dm.train_set) == len(files.train_set) == 8
+    assert_same_items(files.train_set, dm.train_set, KEYS)
+    assert_same_items(files.val_set, dm.val_set, range(4))
+    assert dm.val_annotation_file.read_bytes() == files.val_annotation_file.read_bytes()
+    with pytest.raises(DataError, match="written for the keypoints"):
+        pose_dm(tiny_coco, shards=str(tmp_path / "shards"), keypoints="coco_wholebody").setup("fit")
+    with pytest.raises(DataError, match="holds shards already"):
+        written(pose_dm(tiny_coco), tmp_path / "shards")
+    index = json.loads((tmp_path / "shards" / "index.json").read_text())
+    index["shards"][0] = "../../elsewhere.tar"
+    (tmp_path / "shards" / "index.json").write_text(json.dumps(index))
+    with pytest.raises(DataError, match="names files outside its folder"):
+        pose_dm(tiny_coco, shards=str(tmp_path / "shards")).setup("fit")
+
+
+def test_a_mix_keeps_its_parts_and_repeats(tiny_coco, tmp_path):
+    mix = [{"root": str(tiny_coco), "ann": TRAIN_ANN, "images": "train2017", "repeat": 1.5},
+           {"root": str(tiny_coco), "ann": TRAIN_ANN, "images": "train2017", "repeat": 0.5, "name": "again"}]
+    files = written(pose_dm(tiny_coco, train=mix), tmp_path / "shards")
+    dm = pose_dm(tiny_coco, shards=str(tmp_path / "shards"))
+    dm.setup("fit")
+    assert dm.train_counts == files.train_counts and len(dm.train_set) == 16
+    assert_same_items(files.train_set, dm.train_set, [(i, 3) for i in (0, 11, 12, 15)])
+    assert len(set(dm.train_set.groups(3))) == 4  # the two parts' images in shards of their own
+
+
+def test_dense_shards_hold_the_same_samples(dense_root, tmp_path):
+    def dm(**kwargs):
+        return DenseDataModule(task="pointmap", root=str(dense_root), input_size=(64, 48), num_workers=0,
+                               batch_size=2, **kwargs)
+
+    files = written(dm(), tmp_path / "shards")
+    shards = dm(shards=str(tmp_path / "shards"))
+    shards.setup("fit")
+    with tarfile.open(tmp_path / "shards" / "shard-000000.tar") as tar:
+        assert {m.name.split(".", 1)[1] for m in tar.getmembers()} >= {"image.png", "depth.npy", "intrinsics.txt"}
+    assert_same_items(files.train_set, shards.train_set, [(0, 1), (5, 1)])
+    assert_same_items(files.val_set, shards.val_set, [0, 1])
+    with pytest.raises(DataError, match="written for task 'pointmap', not 'seg'"):
+        DenseDataModule(task="seg", shards=str(tmp_path / "shards")).setup("fit")
+
+
+class Sharded(torch.utils.data.Dataset):
+    """20 samples in 5 shards of 4."""
+
+    def __len__(self) -> int:
+        return 20
+
+    def groups(self, epoch_seed: int) -> np.ndarray:
+        return np.arange(20) // 4
+
+    def __getitem__(self, key) -> int:
+        return key[0]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_shard_order_is_shard_by_shard_per_process_and_resumes(monkeypatch, workers):
+    dataset = Sharded()
+
+    def make(start=None):
+        return loaders.make_loader(dataset, 2, True, workers, False, True, seed=7, start=start, groups=dataset.groups)
+
+    seen = []
+    for rank in range(2):
+        monkeypatch.setattr(loaders, "_process", lambda: (rank, 2))
+        whole = make()
+        whole.sampler.set_epoch(3)
+        expected = [batch.tolist() for batch in whole]
+        order = sum(expected, [])
+        shards = [i // 4 for i in order]
+        assert len(order) == 10 and shards == sorted(shards, key=shards.index)  # each shard's samples together
+        seen += order
+        resumed = make(loaders.TrainPosition(epoch=3, batches=2))
+        assert [batch.tolist() for batch in resumed] == expected[2:]
+    assert sorted(seen) == list(range(20))  # the two processes share the epoch
+    other = make()
+    other.sampler.set_epoch(4)
+    assert sum([b.tolist() for b in other], []) != order  # another epoch, another order
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # no line per request
+        pass
+
+
+@pytest.fixture
+def served(tmp_path):
+    """An HTTP server on this machine standing in for remote storage: (its URL, the folder it serves)."""
+    folder = tmp_path / "served"
+    folder.mkdir()
+    handler = functools.partial(QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/shards", folder
+    server.shutdown()
+
+
+def test_shards_at_a_url_are_downloaded_once_into_the_cache(tiny_coco, tmp_path, served):
+    url, folder = served
+    files = written(pose_dm(tiny_coco), folder / "shards")
+    cache = tmp_path / "cache"
+    dm = pose_dm(tmp_path / "nowhere", shards=url, shard_cache=str(cache))
+    dm.setup("fit")
+    assert_same_items(files.train_set, dm.train_set, KEYS)
+    downloaded = sorted(p.name for p in cache.glob("*/*") if not p.name.startswith("."))
+    assert downloaded == ["index.json", "index.npz", "shard-000000.tar"]  # only the shard read (images 1, 2)
+    assert json.loads((cache.glob("*/index.json").__next__()).read_text())["kind"] == "pose"
+    (folder / "shards" / "shard-000000.tar").unlink()  # read from the cache from now on
+    again = pose_dm(tmp_path / "nowhere", shards=url, shard_cache=str(cache))
+    again.setup("fit")
+    assert_same_items(files.train_set, again.train_set, KEYS[:2])
+    with pytest.raises(DataError, match="cannot download"):
+        pose_dm(tmp_path, shards=url + "-missing", shard_cache=str(cache)).setup("fit")

@@ -1,0 +1,151 @@
+"""The documentation is executed: every command in the bash blocks of the README and of the docs' main pages runs as
+written, in order, in a folder holding what the commands expect (a user's LabelMe and CVAT exports, photos, a clip, and
+the released models under their hub ids: ``doc_world.py``). The test adds only step counts to training commands. A
+command it cannot run here says so by name (``NOT_RUN_HERE``: why, and which test or CI step covers it); any other
+command that fails, or that the test does not know how to run, fails it: the docs cannot drift from the code."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from pathlib import Path
+
+import pytest
+from conftest import tiny_detector
+from doc_world import (
+    released_models,
+    write_clip,
+    write_cvat_mask_export,
+    write_labelme_export,
+    write_photos,
+    write_yolo_export,
+)
+from hub_cache import use_hub_cache
+
+from sapiens2_ft import console
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = ("README.md", "docs/models.md", "docs/convert.md", "docs/evaluate.md")  # the users' paths
+STEPS = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "2"]  # the only thing added (training)
+NOT_RUN_HERE = (  # (pattern of a command, why not here; where it is run instead)
+    (r"^python -m venv ", "installs the project: tests/apps/test_install.py builds and installs it, .ci/run runs the "
+                          "README's test command verbatim"),
+    (r"^python train\.py --config (pose|seg|normal|pointmap|matting)_demo\.yaml$",
+     "a demo (minutes of CPU): tests/apps/test_pose_demo.py, tests/apps/test_dense_demos.py"),
+    (r"_5b", "a 5b model: GPUs (a CPU memory estimate of one 5b block takes minutes); the same code at tiny size: "
+             "tests/models/test_scale.py, tests/training/test_lora.py, tests/models/test_frozen_dtype.py"),
+    (r"--config strategy/fsdp2\.yaml", "FSDP2 across processes: tests/models/test_scale.py (distributed)"),
+    (r"^sbatch ", "a SLURM job: docs/scaling.md's job script; requeue on SIGUSR1 in tests/training/test_preemption.py"),
+    (r"evaluate .*--detector ", "the stand-in detector is random and finds nobody: tests/apps/test_evaluate.py runs "
+                                "--detector with one that does"),
+)
+
+
+def commands(page: str) -> list[str]:
+    """The commands of a page's ```bash blocks: continuation lines joined, comments dropped."""
+    text = (ROOT / page).read_text()
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                found.append(shlex.join(words))
+    return found
+
+
+def not_run_here(command: str) -> str | None:
+    return next((why for pattern, why in NOT_RUN_HERE if re.search(pattern, command)), None)
+
+
+PYTHON_M = {module.removesuffix(".__main__").removesuffix(".cli"): name
+            for name, command in console.COMMANDS.items() for module in command.modules}
+
+
+def run(command: str) -> int:
+    """``command`` in this process, through the console entry points (what ``python -m`` and ``python train.py``
+    run); the exit status."""
+    words = shlex.split(command)
+    if words[:2] == ["python", "train.py"]:
+        return console.main(["train", *words[2:], *STEPS])
+    if words[:2] == ["python", "-m"] and words[2] in PYTHON_M:
+        return console.main([PYTHON_M[words[2]], *words[3:]])
+    if words[0] == "sapiens2-ft":
+        return console.main(words[1:] + (STEPS if words[1:2] == ["train"] else []))
+    raise AssertionError(f"the docs test does not know how to run `{command}`: teach run() or add it to NOT_RUN_HERE "
+                         f"with the reason and the test that covers it")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A folder with the files the documented commands name."""
+    root = tmp_path_factory.mktemp("user")
+    cache = released_models(tmp_path_factory.mktemp("released"), tiny_detector(tmp_path_factory.mktemp("det")))
+    write_labelme_export(root / "my_export")
+    write_labelme_export(root / "exports" / "labelme")
+    write_yolo_export(root / "datasets" / "my-pose")
+    write_cvat_mask_export(root / "my_cvat_masks")
+    write_photos(root / "photos")
+    write_clip(root / "clip.mp4")
+    readme = (ROOT / "README.md").read_text()
+    (root / "my_keypoints.yaml").write_text(re.search(r"```yaml\n(name: my_keypoints.*?)```", readme, re.S).group(1))
+    return root, cache
+
+
+@pytest.fixture
+def in_world(world, monkeypatch):
+    root, cache = world
+    monkeypatch.chdir(root)
+    use_hub_cache(monkeypatch, cache)
+    return root
+
+
+def run_page(page: str) -> list[str]:
+    """Runs every command of ``page`` in order; returns the ones not run here (each with a reason)."""
+    skipped = []
+    for command in commands(page):
+        why = not_run_here(command)
+        if why:
+            skipped.append(f"{command}: {why}")
+            continue
+        start = time.perf_counter()
+        status = run(command)
+        print(f"{time.perf_counter() - start:6.1f} s  {command}")
+        assert status == 0, f"{page}: `{command}` exited with {status}"
+    return skipped
+
+
+@pytest.mark.slow
+def test_the_readme_and_the_docs_main_pages_run_as_written(in_world):
+    """The pages in order (the docs' pages use what the README's commands made: ``runs/mine``, ``data/mine``)."""
+    skipped = {page: run_page(page) for page in PAGES}
+    mine = in_world / "runs" / "mine"
+    summary = json.loads((mine / "summary.json").read_text())
+    evaluated = json.loads((in_world / "eval" / "mine" / "metrics.json").read_text())
+    for name in ("loss", "AP", "AP_body", "AP_feet"):  # evaluate with the run's config.yaml: its own validation
+        assert evaluated["metrics"][name] == pytest.approx(summary["metrics"][name], rel=1e-5, abs=1e-7), name
+    assert len(json.loads((mine / "export" / "config.json").read_text())["id2label"]) == 21
+    assert (in_world / "predictions" / "keypoints.json").is_file() and (in_world / "data_check.png").is_file()
+    assert len(list((in_world / "data" / "my_parts" / "train" / "labels").glob("*.png"))) == 8
+    for out in ("out/pose", "out/coco", "out/seg", "out/normal", "out/pointmap", "out/matting"):
+        assert (in_world / out).is_dir(), f"{out} missing"
+    assert (in_world / "out" / "clip.mp4").is_file()  # pose + seg on the clip
+    released = json.loads((in_world / "eval" / "released" / "metrics.json").read_text())
+    assert released["samples"] == 3 and set(released["metrics"]) >= {"AP", "AR", "loss"}  # coco17 of the 308 rows
+    assert len(skipped["README.md"]) == 7, "\n".join(skipped["README.md"])  # two installs, four of Scale, sbatch
+
+
+def test_every_command_is_run_or_excused_by_name():
+    """The parsing sees every command (a page without any would be a silent gap) and each one either runs here or
+    names why not."""
+    for page in PAGES:
+        found = commands(page)
+        assert found, f"{page}: no bash commands found"
+        for command in found:
+            if not_run_here(command) is None:
+                words = shlex.split(command)
+                known = words[:2] == ["python", "train.py"] or words[0] == "sapiens2-ft" or (
+                    words[:2] == ["python", "-m"] and words[2] in PYTHON_M)
+                assert known, f"{page}: `{command}` is neither run by this test nor excused in NOT_RUN_HERE"
+    assert commands("README.md")[0].startswith("python -m venv") and not_run_here(commands("README.md")[0])

@@ -1,0 +1,123 @@
+"""Pushing an export to the Hugging Face Hub, against huggingface_hub's own API with its network calls replaced: the
+repository's arguments (private among them), the files of one commit (the export's own, the card naming the repo),
+the end of a run pushing its export, and the Hub's refusals as one line."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+import yaml
+from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError, Response
+
+from sapiens2_ft import export
+from sapiens2_ft.training.cli import finish_run
+from sapiens2_ft.training.export_dir import export_files
+from sapiens2_ft.training.hub import HubConfig
+from sapiens2_ft.training.model_card import CARD_FILE, split_card
+
+REPO = "someone/pose-demo"
+
+
+class FakeHub:
+    """Records what ``HfApi.create_repo`` and ``HfApi.create_commit`` are given; ``status`` makes create_repo answer
+    with that HTTP error instead."""
+
+    def __init__(self, monkeypatch, status: int | None = None):
+        self.repos, self.commits, self.status = [], [], status
+        monkeypatch.setenv("HF_TOKEN", "hf_not_a_real_token")  # logged in, as far as the local checks can tell
+        monkeypatch.setattr(HfApi, "create_repo", self.create_repo)
+        monkeypatch.setattr(HfApi, "create_commit", self.create_commit)
+
+    def create_repo(self, repo_id, **kwargs):
+        if self.status is not None:
+            http = importlib.import_module(Response.__module__.split(".")[0])
+            request = http.Request("POST", "https://huggingface.co/api/repos/create")
+            raise HfHubHTTPError(f"{self.status} Client Error", response=Response(self.status, request=request))
+        self.repos.append({"repo_id": repo_id, **kwargs})
+        return f"https://huggingface.co/{repo_id}"
+
+    def create_commit(self, repo_id, operations, **kwargs):
+        self.commits.append({"repo_id": repo_id, **kwargs, "files": {
+            op.path_in_repo: op.path_or_fileobj for op in operations}})
+
+    def sent(self, name: str) -> bytes:
+        value = self.commits[-1]["files"][name]
+        return value if isinstance(value, bytes) else Path(value).read_bytes()
+
+
+@pytest.fixture
+def exported(pose_run, tmp_path) -> Path:
+    """A copy of the pose run's export, with a file of the user's beside the export's own."""
+    directory = shutil.copytree(pose_run[1]["export"], tmp_path / "export")
+    (directory / "notes.txt").write_text("not part of the model")
+    return directory
+
+
+def test_export_pushes_its_own_files_in_one_commit_to_a_private_repo(exported, pose_run, monkeypatch):
+    hub = FakeHub(monkeypatch)
+    local = (exported / CARD_FILE).read_text()
+    export.main(["--checkpoint", str(exported), "--push_to_hub", REPO, "--private"])
+    assert hub.repos == [{"repo_id": REPO, "repo_type": "model", "private": True, "exist_ok": True}]
+    assert len(hub.commits) == 1 and hub.commits[0]["repo_id"] == REPO and hub.commits[0]["repo_type"] == "model"
+    sent = set(hub.commits[0]["files"])
+    assert sent == set(export_files(exported)) == {
+        "config.json", "model.safetensors", "preprocessor_config.json", "keypoints.yaml", CARD_FILE,
+        "LICENSE-sapiens2.md", "predictions.png"}  # not notes.txt
+    assert hub.sent("model.safetensors") == (exported / "model.safetensors").read_bytes()
+    meta, body = split_card(hub.sent(CARD_FILE).decode())
+    assert meta["model-index"][0]["name"] == "pose-demo"
+    assert f'AutoModelForPoseEstimation.from_pretrained("{REPO}")' in body
+    assert pose_run[1]["export"] in local and pose_run[1]["export"] not in body.split("## Limits")[0]
+    assert (exported / CARD_FILE).read_text() == local  # the local card keeps naming its folder
+
+
+def test_public_unless_asked_and_the_run_pushes_its_export_at_the_end(pose_run, tmp_path, monkeypatch, capsys):
+    run_dir, summary = pose_run
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run, ignore=shutil.ignore_patterns("wandb", "export", "last.ckpt"))
+    summary = {**summary, "run_dir": str(run), "best_checkpoint": str(run / "checkpoints" / "best-step2.ckpt")}
+    hub = FakeHub(monkeypatch)
+    finish_run(run, summary, "val/AP", export=True, hub=HubConfig(push_to_hub=REPO))
+    assert hub.repos[0]["private"] is None  # the Hub's default (public, or the organisation's setting)
+    assert set(hub.commits[0]["files"]) == set(export_files(run / "export"))
+    saved = json.loads((run / "summary.json").read_text())
+    assert saved["hub"] == f"https://huggingface.co/{REPO}" and "uploaded to the Hugging Face Hub" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("status, message", [(401, "not logged in to the Hugging Face Hub, or the token is not valid; "
+                                                   "run `hf auth login`"),
+                                             (403, "not allowed to write to 'someone' (a read-only token")])
+def test_a_refusal_is_one_line(exported, monkeypatch, status, message):
+    FakeHub(monkeypatch, status=status)
+    with pytest.raises(SystemExit) as err:
+        export.main(["--checkpoint", str(exported), "--push_to_hub", REPO])
+    assert str(err.value).startswith(f"--push_to_hub {REPO}: ") and message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_problems_found_before_any_work(exported, pose_run, tiny_coco, tiny_pose308_dir, monkeypatch, tmp_path):
+    hub = FakeHub(monkeypatch)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)  # no HF_TOKEN, no stored login
+    with pytest.raises(SystemExit, match="not logged in to the Hugging Face Hub; run `hf auth login`"):
+        export.main(["--checkpoint", str(exported), "--push_to_hub", REPO])
+    with pytest.raises(SystemExit, match="needs its namespace"):
+        export.main(["--checkpoint", str(exported), "--push_to_hub", "pose-demo"])
+    with pytest.raises(SystemExit, match="--private is for --push_to_hub"):
+        export.main(["--checkpoint", str(exported), "--private"])
+    from conftest import pose_run_args
+
+    from sapiens2_ft.training.cli import main as train
+
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as err:  # before training: no run directory content, one message
+        train(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 4, "--hub.push_to_hub", REPO, "--export", "false"))
+    assert "hub.push_to_hub uploads the run's export: it needs export: true" in str(err.value)
+    assert "hub.push_to_hub: not logged in" in str(err.value) and not (run_dir / "checkpoints").exists()
+    assert hub.repos == [] and hub.commits == []
+    assert yaml.safe_load((exported / "keypoints.yaml").read_text())  # nothing of the export touched

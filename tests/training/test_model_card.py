@@ -1,0 +1,84 @@
+"""The model card of every export: Hub metadata that parses, the exported weights' own validation metrics, the run's
+data and recipe, the Sapiens2 licence beside it; ``evaluate`` on an export refreshes its results."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from huggingface_hub import ModelCard
+
+import datamodules.keypoints as keypoint_sets
+from model_cards import card_metrics
+from sapiens2_ft.tasks.registry import task_spec
+from sapiens2_ft.training.model_card import (CARD_FILE, LICENCE_FILE, PICTURE_FILE, dataset_entry, hub_id_of,
+                                             refresh_results)
+
+
+def validation_rows(run_dir: Path) -> list[dict[str, float]]:
+    """The val metrics of each validation of a run, in order (metrics.csv)."""
+    with open(run_dir / "metrics.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("val/loss")]
+    return [{k.removeprefix("val/"): float(v) for k, v in r.items() if k.startswith("val/") and v} for r in rows]
+
+
+def test_export_card_has_hub_metadata_and_the_exported_weights_metrics(pose_run, tiny_coco):
+    run_dir, summary = pose_run
+    export = Path(summary["export"])
+    card = ModelCard.load(export / CARD_FILE)
+    data = card.data
+    assert (data.license, data.license_name, data.library_name) == ("other", "sapiens2-license", "transformers")
+    assert data.license_link.endswith("LICENSE.md") and data.pipeline_tag == task_spec("pose").pipeline_tag
+    assert {"sapiens2", "human-centric", "pose"} <= set(data.tags)
+    assert data.base_model is None  # the run started from a local folder, not a Hub model
+    # The export is the best checkpoint (step 2 of 4): its card holds that validation's metrics, not the final ones.
+    first, final = validation_rows(run_dir)
+    assert summary["best_checkpoint"].endswith("best-step2.ckpt") and first["loss"] != final["loss"]
+    assert card_metrics(export) == {tiny_coco.name: pytest.approx(first, rel=1e-5)}  # evaluate may refresh it (same values)
+    assert first["AP"] == summary["best_score"]
+
+    text = card.text
+    for expected in ("17 keypoints (keypoint set `coco17`)", "the run's best by AP (max), at step 2.", summary["command"], summary["hardware"],
+                     "train 8, val 4 (person instances)", "AutoModelForPoseEstimation.from_pretrained",
+                     f'sapiens2_ft.load("{export}")', "--detector", f"]({LICENCE_FILE})", f"]({PICTURE_FILE})"):
+        assert expected in text, expected
+    bundled = (Path(keypoint_sets.__file__).parent / LICENCE_FILE).read_text()
+    assert bundled.endswith((export / LICENCE_FILE).read_text())  # the bundled licence, its file note left out
+    overlay = cv2.imread(str(run_dir / "overlays" / "pose_0.png"))
+    assert np.array_equal(cv2.imread(str(export / PICTURE_FILE)), overlay)
+
+
+def test_refreshed_results_replace_the_same_data_and_keep_other_data(pose_run, tmp_path):
+    export = shutil.copytree(pose_run[1]["export"], tmp_path / "export")
+    assert list(card_metrics(export)) == ["coco0"] and "AR75" in card_metrics(export)["coco0"]
+    refresh_results(export, "pose", {"AP": 0.5, "AP50": 0.75}, dataset_entry("/data/coco0"))
+    refresh_results(export, "pose", {"AP": 0.25}, dataset_entry("/data/people", "detected boxes"))
+    assert card_metrics(export) == {"coco0": {"AP": 0.5, "AP50": 0.75}, "people (detected boxes)": {"AP": 0.25}}
+    text = (export / CARD_FILE).read_text()
+    assert "| coco0 | 0.5000 | 0.7500 |" in text and "| people (detected boxes) | 0.2500 |  |" in text
+    assert text.count("## How to use") == 1 and text.count("## Results") == 1 and "AR75" not in text.split("---")[2]
+
+
+def test_evaluate_on_an_export_refreshes_its_card(pose_run, tiny_coco, tmp_path):
+    from sapiens2_ft import evaluate
+
+    export = shutil.copytree(pose_run[1]["export"], tmp_path / "export")
+    card = (export / CARD_FILE).read_text()
+    (export / CARD_FILE).write_text(card.replace("value: 0.0\n", "value: 0.123\n"))  # a stale card
+    found = evaluate.main(["--config", "pose_coco.yaml", "--data.root", str(tiny_coco), "--data.batch_size", "2",
+                           "--data.num_workers", "0", "--model.sigma", "2", "--model", str(export),
+                           "--out", str(tmp_path / "eval")])
+    assert card_metrics(export) == {tiny_coco.name: pytest.approx(found["metrics"])}
+
+
+@pytest.mark.parametrize("pretrained, hub_id", [
+    ("facebook/sapiens2-pose-0.4b", "facebook/sapiens2-pose-0.4b"),
+    ("/cache/hub/models--facebook--sapiens2-seg-1b/snapshots/abc123", "facebook/sapiens2-seg-1b"),
+    ("assets/sapiens2-mini-synthetic", None), ("./my/backbone", None), ("/data/model", None), (None, None)])
+def test_base_model_is_a_hub_id_only(pretrained, hub_id):
+    assert hub_id_of(pretrained) == hub_id
+
