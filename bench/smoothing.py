@@ -18,9 +18,9 @@ another, such as a left knee for the right, is an error no filter mends):
   first frame, so its lag builds up), less the unfiltered keypoints' own (the model's bias along the motion).
 
 Models: ``--pose`` / ``--normal`` (an export), default the demo backbone in ``assets/`` with its pretrained heads.
-Run: ``python bench/smoothing.py [--write docs/predict.md]`` (about 10 min on 2 idle cores); ``--sweep`` prints the
-grid of ``min_cutoff`` x ``beta`` the defaults were chosen from; ``--cache FILE`` keeps the clips and the models'
-outputs for the next run.
+Run: ``python bench/smoothing.py [--write docs/predict.md]`` (270 s of CPU, user + system: under 3 min on 2 idle
+cores); ``--sweep`` prints the grid of ``min_cutoff`` x ``beta`` x ``d_cutoff`` the defaults were chosen from;
+``--cache FILE`` keeps the clips and the models' outputs for the next run (the filters alone then take seconds).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from sapiens2_ft.predict.smoothing import KeypointSmoother, MapBlend, SmoothOpti
 
 BACKBONE = ROOT / "assets" / "sapiens2-mini-synthetic"
 MARK = ("<!-- bench/smoothing.py: start -->", "<!-- bench/smoothing.py: end -->")
-GRID = (0.25, 0.5, 1.0, 2.0), (1.0, 4.0, 8.0, 16.0, 32.0)  # min_cutoff, beta
+GRID = (0.25, 0.5, 1.0, 2.0), (4.0, 8.0, 16.0, 32.0)  # min_cutoff, beta
+D_CUTOFFS = (0.5, 1.0, 2.0)
 FOUND = 0.1  # a keypoint counts when its median error over the clip is below this share of the figure's height
 
 
@@ -190,18 +191,21 @@ def keypoint_table(clips: dict, fps: float, speeds, rows: list[tuple[str, Smooth
     return lines
 
 
-def sweep(clips: dict, fps: float, speed: float) -> list[str]:
-    """Still jitter and the error at ``speed`` (each x raw) over the grid; * marks the settings within 10% of raw's
-    error."""
+def sweep(clips: dict, fps: float, speeds) -> list[str]:
+    """Still jitter and the error at each speed (each x raw) over the grid, for each ``d_cutoff``; * marks the
+    settings within 10% of raw's error at every speed."""
     raw = keypoint_scores(clips, fps, None)
-    lines = ["min_cutoff \\ beta: " + "  ".join(f"{b:>13}" for b in GRID[1])]
-    for min_cutoff in GRID[0]:
-        cells = []
-        for beta in GRID[1]:
-            r = keypoint_scores(clips, fps, SmoothOptions(min_cutoff=min_cutoff, beta=beta))
-            j, e = r["still", "jitter"] / raw["still", "jitter"], r[speed, "error"] / raw[speed, "error"]
-            cells.append(f"{j:.2f}/{e:.2f}{'*' if e <= 1.1 else ' '}")
-        lines.append(f"{min_cutoff:>10}: " + "  ".join(f"{c:>13}" for c in cells))
+    lines = []
+    for d_cutoff in D_CUTOFFS:
+        lines.append(f"d_cutoff {d_cutoff:g} Hz, min_cutoff \\ beta: " + "  ".join(f"{b:>16}" for b in GRID[1]))
+        for min_cutoff in GRID[0]:
+            cells = []
+            for beta in GRID[1]:
+                r = keypoint_scores(clips, fps, SmoothOptions(min_cutoff=min_cutoff, beta=beta, d_cutoff=d_cutoff))
+                errors = [r[v, "error"] / raw[v, "error"] for v in speeds]
+                cells.append(f"{r['still', 'jitter'] / raw['still', 'jitter']:.2f}/"
+                             + "/".join(f"{e:.2f}" for e in errors) + ("*" if max(errors) <= 1.1 else " "))
+            lines.append(f"{min_cutoff:>10}: " + "  ".join(f"{c:>16}" for c in cells))
     return lines
 
 
@@ -230,11 +234,11 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pose", default=None, help="a pose export (default: the demo backbone's pretrained head)")
     parser.add_argument("--normal", default=None, help="a normal export (default: the demo backbone's head)")
-    parser.add_argument("--seeds", type=int, default=6, help="clips of scenes 0 .. seeds-1")
-    parser.add_argument("--frames", type=int, default=40)
+    parser.add_argument("--seeds", type=int, default=4, help="clips of scenes 0 .. seeds-1")
+    parser.add_argument("--frames", type=int, default=30)
     parser.add_argument("--fps", type=float, default=30.0)
     parser.add_argument("--speeds", type=float, nargs="+", default=[0.5, 1.0],
-                        help="moving clips: person heights per second (the first is the sweep's)")
+                        help="moving clips: person heights per second (the first: the normals')")
     parser.add_argument("--noise", type=float, default=8.0, help="pixel noise sigma on 0-255")
     parser.add_argument("--box_jitter", type=float, default=0.02, help="box centre / size sigma, of its size")
     parser.add_argument("--sweep", action="store_true", help="print the min_cutoff x beta grid")
@@ -270,8 +274,9 @@ def main(argv=None) -> None:
                f"{args.normal or 'and normal head'}")
     print("\n".join([setting, *lines]))
     if args.sweep:
-        print(f"\nstill jitter / error at {args.speeds[0]:g} heights/s, x raw (* within 10% of raw's error):")
-        print("\n".join(sweep(clips, args.fps, args.speeds[0])))
+        print(f"\nstill jitter / error at {', '.join(f'{v:g}' for v in args.speeds)} heights/s, x raw (* within 10% "
+              "of raw's error at each speed):")
+        print("\n".join(sweep(clips, args.fps, args.speeds)))
     print(f"{time.perf_counter() - start:.0f} s")
     if args.write:
         page = Path(args.write).read_text()

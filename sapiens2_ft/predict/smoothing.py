@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Chosen on rendered clips (bench/smoothing.py, docs/predict.md "Smoothing"): among the settings whose error on a
-# figure moving at 0.5 heights/s stays within 10% of the unfiltered one on each set of scenes, the one with the least
-# jitter on still figures and a margin (d_cutoff 1 Hz, the paper's, kept more jitter at that error).
+# Chosen on rendered clips (bench/smoothing.py --sweep, docs/predict.md "Smoothing"): among the settings whose error
+# on figures moving at 0.5 and 1 heights/s stays within 10% of the unfiltered one, the least jitter on still figures
+# (0.35 of the unfiltered; d_cutoff 1 Hz, the paper's, kept 0.48 at that error).
 MIN_CUTOFF = 0.5
 BETA = 16.0
 D_CUTOFF = 0.5
