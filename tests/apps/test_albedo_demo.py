@@ -1,13 +1,18 @@
-"""End to end: ``albedo_demo.yaml`` as shipped (the demo backbone with a new albedo head: none was pretrained with
-it), shortened to STEPS steps, trains without diverging and beats the constant mean-albedo prediction on the same
-val split by a calibrated margin (PSNR), and ends better than it starts."""
+"""End to end: ``albedo_demo.yaml`` as shipped (the demo backbone with a new albedo head starting at mid-grey: none
+was pretrained with it), shortened to STEPS steps on DEMO_IMAGES rendered images. Its validation before the first
+step (``validate_first``) is the start; the end must beat it on PSNR and MAE and beat the constant mean-albedo
+prediction on the same val split by a calibrated margin (PSNR). SSIM is not asserted: it falls below the start in the
+first steps and is still below it after the demo's 200 (docs/dense.md, "Demos").
+
+``SAPIENS2_FT_DEMO_SEED`` (default 0) sets the training seed, to measure the spread the bound is calibrated on:
+``for s in 0 1 2; do SAPIENS2_FT_DEMO_SEED=$s pytest -s tests/apps/test_albedo_demo.py; done``.
+"""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-import torch
 
 from conftest import DEMO_IMAGES
 from datamodules.dense_datamodule import DenseDataModule
@@ -18,8 +23,12 @@ from test_dense_demos import MAX_LOSS_RISE, _losses
 pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("SAPIENS2_FT_DEMO_SEED", "0"))
-STEPS, WARMUP = 40, 4  # the recipe's warm-up (20 of 200 steps) scaled to the shortened run
-BOUND = None  # set below from the measured seeds
+STEPS, WARMUP = 12, 1  # the recipe's warm-up (20 of 200 steps) scaled to the shortened run
+# Measured as shipped, 12 steps, seeds 0 / 1 / 2: val PSNR 11.81 dB at the start (the new head at mid-grey, every
+# seed) -> 12.45 / 12.77 / 12.48, against 11.95 for the constant mean albedo (MAE 0.2225 -> 0.2007 / 0.1894 / 0.1952,
+# constant 0.2191). The bound sits midway between the constant and the worst seed; a head that does not learn stays
+# at the start and fails it.
+BOUND = 12.2
 
 
 def constant_albedo(root) -> dict[str, float]:
@@ -35,25 +44,22 @@ def constant_albedo(root) -> dict[str, float]:
     return {k: v.item() for k, v in metric.compute().items()}
 
 
-def _run(root, run_dir, steps: int):
-    return main([
-        "--config", "albedo_demo.yaml", "--run_dir", str(run_dir), "--data.root", str(root),
+def test_albedo_demo_as_shipped_learns_and_beats_the_constant_mean_albedo(demo_data, tmp_path):
+    summary = main([
+        "--config", "albedo_demo.yaml", "--run_dir", str(tmp_path / "run"), "--data.root", str(demo_data),
         "--seed_everything", str(SEED), "--data.synthetic.num_images", str(DEMO_IMAGES),
-        "--trainer.max_steps", str(steps), "--trainer.val_check_interval", str(max(steps, 1)),
-        "--trainer.enable_progress_bar", "false", "--trainer.num_sanity_val_steps", "0",
-        "--model.optim.warmup_steps", str(WARMUP), "--trainer.log_every_n_steps", "1",
+        "--trainer.max_steps", str(STEPS), "--trainer.val_check_interval", str(STEPS),
+        "--trainer.enable_progress_bar", "false", "--model.optim.warmup_steps", str(WARMUP),
+        "--trainer.log_every_n_steps", "1",
     ])
-
-
-def test_albedo_demo_as_shipped_beats_the_constant_mean_albedo(demo_data, tmp_path):
-    summary = _run(demo_data, tmp_path / "run", STEPS)
     first, last = _losses(tmp_path / "run")
-    metrics, constant = summary["metrics"], constant_albedo(demo_data)
-    print(f"albedo, seed {SEED}: train loss {first:.3f} -> {last:.3f}; val PSNR {metrics['psnr']:.2f} SSIM "
-          f"{metrics['ssim']:.3f} MAE {metrics['mae']:.4f} vs constant PSNR {constant['psnr']:.2f} SSIM "
-          f"{constant['ssim']:.3f} MAE {constant['mae']:.4f}")
+    start, end, constant = summary["start_metrics"], summary["metrics"], constant_albedo(demo_data)
+    print(f"albedo, seed {SEED}: train loss {first:.3f} -> {last:.3f}; val start -> end: PSNR {start['psnr']:.2f} -> "
+          f"{end['psnr']:.2f}, SSIM {start['ssim']:.3f} -> {end['ssim']:.3f}, MAE {start['mae']:.4f} -> "
+          f"{end['mae']:.4f}; constant mean albedo: PSNR {constant['psnr']:.2f}, SSIM {constant['ssim']:.3f}, MAE "
+          f"{constant['mae']:.4f}")
     assert last < MAX_LOSS_RISE * first, f"train loss diverged: {first:.3f} -> {last:.3f}"
     assert {p.name.rsplit("_", 1)[0] for p in (tmp_path / "run" / "overlays").glob("*.png")} == {"albedo"}
+    assert end["psnr"] > start["psnr"] and end["mae"] < start["mae"], (start, end)
     assert BOUND > constant["psnr"], f"the bound {BOUND} is no better than {constant['psnr']}"
-    assert metrics["psnr"] > BOUND, (metrics, BOUND, constant)
-    assert torch.isfinite(torch.tensor(metrics["ssim"]))
+    assert end["psnr"] > BOUND, (end, BOUND, constant)
