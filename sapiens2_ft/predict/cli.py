@@ -13,7 +13,7 @@ to ``OUT/model`` first). The task comes from the model's config.
 - dense tasks: the whole image resized to the model's input size as in validation (stretched for seg,
   letterboxed otherwise); the outputs are mapped back to the image's pixels and written as in validation
   (``NAME.png`` class ids + ``NAME_overlay.png``; ``NAME.npy`` + ``NAME_normal.png`` / ``NAME_depth.png``;
-  ``NAME_alpha.png`` + ``NAME_composite.png``).
+  ``NAME_alpha.png`` + ``NAME_composite.png``; ``NAME.npy`` + ``NAME_albedo.png``).
   ``--focal FX`` (pointmap): the camera's fx in the images' pixels; the metric points use it instead of the focal
   the scale branch guesses.
 
@@ -23,6 +23,7 @@ turbo inverse depth on the people the seg (or matting) model finds, the matte.
 
 A video (``--input clip.mp4``, or a folder of frames with ``--video``) gives ``OUT/clip.mp4``, one sheet per frame
 at the input's frame rate, and ``OUT/clip.json``: per frame, the people with their track ids, boxes and keypoints.
+``--smooth`` One-Euro-filters each track's keypoints, ``--smooth_maps W`` blends the dense maps over the frames.
 
 Images are keyed by their path relative to ``--input``: ``NAME`` keeps the subfolders (``OUT/sub/NAME.png``)
 and so does ``file_name`` in ``images.json``. Unreadable images, and those of more than ``--max_pixels`` pixels (read
@@ -43,6 +44,7 @@ from sapiens2_ft.predict.dense import uses_focal
 from sapiens2_ft.predict.inputs import check_out, list_images
 from sapiens2_ft.predict.loading import load_module
 from sapiens2_ft.predict.run import Model, predict_images
+from sapiens2_ft.predict.smoothing import add_smooth_arguments, smooth_options
 from sapiens2_ft.predict.video import Frames, is_video, predict_video
 from sapiens2_ft.tasks.base import finds_people
 
@@ -58,6 +60,7 @@ def main(argv: list[str] | None = None) -> Path:
                         help="read the --input folder as the frames of one video (in name order)")
     parser.add_argument("--fps", type=float, default=None,
                         help="video: frame rate of the output (default: the input video's, 30 for a folder)")
+    add_smooth_arguments(parser)
     parser.add_argument("--out", required=True, help="output folder (created)")
     parser.add_argument("--boxes", default=None, help="pose: person boxes (COCO json or list of detections)")
     add_box_arguments(parser)
@@ -116,6 +119,7 @@ def main(argv: list[str] | None = None) -> Path:
     if args.focal is not None and all(m.focal is None for m in models):
         raise SystemExit(f"--focal is for pointmap models; {', '.join(m.task for m in models)} do not take a focal")
     pose = [m for m in models if m.is_pose]
+    smooth = smooth_options(args, video, bool(pose))
     given = [f"--{name}" for name in ("boxes", "detector", "boxes_from_seg", "whole_image") if getattr(args, name)]
     if given and not pose:
         raise SystemExit(f"{', '.join(given)}: person boxes are for pose models; {args.model[0]} is {models[0].task}")
@@ -143,7 +147,7 @@ def main(argv: list[str] | None = None) -> Path:
     bf16 = args.precision == "bf16" or (args.precision == "auto" and device_type == "cuda" and args.backend == "torch")
     with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):
         if video:
-            clip, records = predict_video(models, frames, out, args.batch_size, source, mask_model)
+            clip, records = predict_video(models, frames, out, args.batch_size, source, mask_model, smooth)
             print(f"{frames.path.name}: {clip} ({frames.fps:g} frames/s) and per-frame results in {records}")
             return out
         counts, skipped = predict_images(models, images, args.batch_size, source, ids, mask_model,

@@ -59,10 +59,13 @@ def person_boxes(models: list[Model], maps: dict, source: BoxSource, keys: list[
 
 @torch.no_grad()
 def infer_chunk(models: list[Model], keys: list[str], images: list[np.ndarray], source: BoxSource,
-                batch_size: int, mask_model: Model | None = None) -> tuple[list[dict], list | None]:
+                batch_size: int, mask_model: Model | None = None, smooth_maps=None) -> tuple[list[dict], list | None]:
     """Per image, per task: pose's people (``estimate``) or a dense task's files (``dense.files``); and per image
-    the people (H, W) bool, None where no model finds them."""
+    the people (H, W) bool, None where no model finds them. ``smooth_maps(task, maps)``: a video's dense maps
+    (one dict per image, in order) blended over time before anything uses them."""
     maps = {m.task: dense_maps(m.module, images, m.focal) for m in models if not m.is_pose}
+    if smooth_maps is not None:
+        maps = {task: smooth_maps(task, task_maps) for task, task_maps in maps.items()}
     masks = people_masks(models, maps, mask_model, images)
     results: list[dict] = [{} for _ in images]
     boxes = person_boxes(models, maps, source, keys, images) if any(m.is_pose for m in models) else None

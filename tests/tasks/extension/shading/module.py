@@ -1,7 +1,8 @@
-"""Albedo: a Sapiens2 dense model predicting one grey reflectance channel (sigmoid), trained with L1 + gradient L1.
+"""Shading: a Sapiens2 dense model predicting the light falling on each pixel (one grey channel, sigmoid), trained
+with L1 + gradient L1.
 
-Train: ``albedo_loss`` over the valid pixels. Val: MAE, RMSE, % within 0.05; the first validation maps are written
-to ``<run_dir>/predictions/`` as ``NAME.npy`` (HxW float16) and ``NAME_albedo.png``.
+Train: ``shading_loss`` over the valid pixels. Val: MAE, RMSE, % within 0.05; the first validation maps are written
+to ``<run_dir>/predictions/`` as ``NAME.npy`` (HxW float16) and ``NAME_shading.png``.
 """
 
 from __future__ import annotations
@@ -11,23 +12,23 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from sapiens2_ft.tasks.albedo import draw
-from sapiens2_ft.tasks.albedo.loss import albedo_loss
-from sapiens2_ft.tasks.albedo.metric import AlbedoMetrics
+from sapiens2_ft.tasks.shading import draw
+from sapiens2_ft.tasks.shading.loss import shading_loss
+from sapiens2_ft.tasks.shading.metric import ShadingMetrics
 from sapiens2_ft.tasks.base import TaskModule
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.visualize import image_rgb, side_by_side, to_png
 
 
-class AlbedoModule(TaskModule):
-    """Fine-tune a one-channel ``Sapiens2ForNormalEstimation`` head as an albedo regressor (the ``model.*`` keys of
+class ShadingModule(TaskModule):
+    """Fine-tune a one-channel ``Sapiens2ForNormalEstimation`` head as a shading regressor (the ``model.*`` keys of
     every task: ``TaskModule``).
 
     Args:
         gradient_weight: Weight of the L1 of the finite differences (0: L1 only).
     """
 
-    task = "albedo"
+    task = "shading"
 
     @classmethod
     def check_options(cls, **options) -> list[str]:
@@ -37,27 +38,27 @@ class AlbedoModule(TaskModule):
 
     def __init__(self, gradient_weight: float = 0.5, **kwargs):
         super().__init__(**kwargs)
-        self.val_metrics = AlbedoMetrics()
+        self.val_metrics = ShadingMetrics()
 
     def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
         # The class's head is a plain per-pixel regressor (its forward returns the raw maps as ``normals``).
-        return {"albedo": resize_to(torch.sigmoid(self.model(pixel_values).normals), size)}
+        return {"shading": resize_to(torch.sigmoid(self.model(pixel_values).normals), size)}
 
     def loss_terms(self, outputs: dict, batch: dict) -> dict[str, torch.Tensor]:
-        return albedo_loss(outputs["albedo"], batch["albedo"], batch["mask"], self.hparams.gradient_weight)
+        return shading_loss(outputs["shading"], batch["shading"], batch["mask"], self.hparams.gradient_weight)
 
     def update_metrics(self, outputs: dict, batch: dict) -> None:
-        self.val_metrics.update(outputs["albedo"].float(), batch["albedo"], batch["mask"])
+        self.val_metrics.update(outputs["shading"].float(), batch["shading"], batch["mask"])
 
     def prediction_files(self, outputs: dict, batch: dict, i: int) -> dict:
-        albedo = outputs["albedo"][i, 0].float().cpu()
-        return {".npy": albedo.numpy().astype("float16"), "_albedo.png": to_png(albedo)}
+        shading = outputs["shading"][i, 0].float().cpu()
+        return {".npy": shading.numpy().astype("float16"), "_shading.png": to_png(shading)}
 
     def panel(self, outputs: dict, batch: dict, i: int) -> tuple[str, np.ndarray]:
         mask = batch["mask"][i].numpy()
-        truth = draw.picture(batch["albedo"][i, 0].numpy(), mask)
-        predicted = draw.picture(outputs["albedo"][i, 0].float().numpy(), mask)
-        return "albedo", side_by_side([image_rgb(batch, i), truth, predicted], ["image", "ground truth", "prediction"])
+        truth = draw.picture(batch["shading"][i, 0].numpy(), mask)
+        predicted = draw.picture(outputs["shading"][i, 0].float().numpy(), mask)
+        return "shading", side_by_side([image_rgb(batch, i), truth, predicted], ["image", "ground truth", "prediction"])
 
     def picture(self, result, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
         return draw.TITLE, draw.picture(result[".npy"].astype(np.float32))
