@@ -1,7 +1,7 @@
 """The demos as the README's table reports them: each ``<task>_demo.yaml`` run as a user runs it, its val metrics
 and wall time, one CSV row a run.
 
-    python bench/demo_table.py                                  # the five demos, seed 0, as shipped
+    python bench/demo_table.py                                  # the six demos, seed 0, as shipped
     python bench/demo_table.py --tasks pose seg --seeds 0 1 2   # the spread over seeds
     python bench/demo_table.py --new_head                       # new heads (lr 2e-3), as the table's "new head"
     python bench/demo_table.py --backbone runs/candidate        # a candidate backbone (with its heads)
@@ -28,11 +28,11 @@ sys.path.insert(0, str(ROOT))
 
 from sapiens2_ft.tasks.registry import TASKS  # noqa: E402  (the path above first)
 
-DEMOS = ("pose", "seg", "normal", "pointmap", "matting")
+DEMOS = ("pose", "seg", "normal", "pointmap", "matting", "albedo")
 NEW_HEAD = ["--model.pretraining_head", "false", "--model.optim.lr", "2.0e-3", "--model.freeze", "none"]
 # Shown beside each demo's monitored metric (the registry's), as the README's table does.
 EXTRA = {"pose": ("AP50", "AR", "AP_body", "AP_feet"), "seg": ("aAcc",), "normal": (),
-         "pointmap": ("l2_predicted_focal",), "matting": ("mse",)}
+         "pointmap": ("l2_predicted_focal",), "matting": ("mse",), "albedo": ("ssim", "mae")}
 
 
 def run_demo(task: str, seed: int, run_dir: Path, extra: list[str]) -> dict:

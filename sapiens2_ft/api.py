@@ -15,7 +15,7 @@ import tempfile
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Sequence, Union
+from typing import Callable, Iterable, Iterator, Sequence, Union
 
 import numpy as np
 
@@ -162,6 +162,51 @@ class Predictor:
                                     "maps": {k: v[0].float().cpu().numpy() for k, v in maps.items()},
                                     "files": self.inference.files(maps, 0, image)})
         return results
+
+    def stream(self, frames: Iterable, fps: float = 30.0, boxes: Boxes = None, smooth=False, batch_size: int = 8,
+               focal: float | None = None) -> Iterator[dict]:
+        """Results for the frames of a video, in order, as they come (``batch_size`` frames at a time): ``predict``'s
+        result of each frame plus ``frame`` (its index) and ``time`` (index / ``fps``); pose people also get a
+        ``track_id`` (``predict``'s IoU tracker over their boxes). ``frames``: an iterable of RGB uint8 arrays or
+        image paths. ``boxes`` (pose): as ``predict``'s (None: the default person detector), one array per frame.
+
+        ``smooth``: True (the defaults) or a ``sapiens2_ft.predict.smoothing.SmoothOptions``: each track's keypoints
+        One-Euro-filtered and, with its ``map_weight`` below 1, dense maps blended over the frames, as
+        ``predict --smooth`` / ``--smooth_maps`` do for a video file; False: each frame on its own.
+        """
+        import torch
+
+        from sapiens2_ft.predict.smoothing import MapBlend, SmoothOptions
+        from sapiens2_ft.predict.video import VideoPeople, chunks
+
+        options = SmoothOptions() if smooth is True else smooth or None
+        if options is not None and options.problems():
+            raise ValueError("smooth: " + "; ".join(options.problems()))
+        takes_boxes = self.inference.takes_person_boxes
+        if boxes is not None and not takes_boxes:
+            raise ValueError(f"boxes are for pose models (they take person boxes); this one is {self.task}")
+        if focal is not None and not self.inference.takes_focal:
+            raise ValueError(f"focal is for pointmap models; this one is {self.task}")
+        if takes_boxes and boxes is None:
+            boxes = self.detector()
+        people = VideoPeople(fps, options)
+        blend = MapBlend(options.map_weight if options is not None else 1.0)
+        index = 0
+        for chunk in chunks(frames, batch_size):
+            names, arrays = read_images(chunk)
+            with torch.no_grad(), torch.autocast(self.inference.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+                if takes_boxes:
+                    found = self.inference.estimate(arrays, person_boxes(boxes, arrays, index), batch_size)
+                    results = [{"people": people(p)} for p in found]
+                else:
+                    results = []
+                    for image, maps in zip(arrays, self.inference.image_outputs(arrays, focal)):
+                        maps = blend(maps)
+                        results.append({"maps": {k: v[0].float().cpu().numpy() for k, v in maps.items()},
+                                        "files": self.inference.files(maps, 0, image)})
+            for name, result in zip(names, results):
+                yield {"frame": index, "time": index / fps, "name": name, **result}
+                index += 1
 
     def detector(self):
         """The default person detector on this model's device, loaded at the first use."""

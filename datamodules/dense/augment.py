@@ -51,11 +51,11 @@ class DenseAugment:
 
     Args:
         pipeline: ``seg`` (upstream segmentation order, stretched to the input size; validation stretches
-            too), ``camera`` (upstream normal / pointmap order, letterboxed) or ``generic`` (letterbox scale
-            with random crop / pad, flip, albumentations colour / blur / dropout). Default: seg -> seg,
-            normal / pointmap -> camera, matting -> generic. A field the pipeline does not use must stay unset.
+            too), ``camera`` (upstream normal / pointmap / albedo order, letterboxed) or ``generic`` (letterbox
+            scale with random crop / pad, flip, albumentations colour / blur / dropout). Default: seg -> seg,
+            normal / pointmap / albedo -> camera, matting -> generic. A field the pipeline does not use must stay unset.
         flip_prob: Horizontal flip (Left/Right classes swapped, n_x and X negated, cx mirrored).
-            seg 0.5, normal / pointmap 0.3, generic 0.5.
+            seg 0.5, normal / pointmap / albedo 0.3, generic 0.5.
         scale_range: Random scale factor. seg: of the input size the image is fitted into, (0.4, 2.0);
             camera: of the image, (0.5, 2.0); generic: of the letterbox fit, (0.75, 1.5).
         scale_prob: Chance of the random scale: seg 1.0, camera 0.3.
@@ -72,13 +72,14 @@ class DenseAugment:
             it (0.8). Upstream skips this for in-the-wild photos: set 0 where backgrounds are real.
         background_dir: Folder of background images (jpg / png) for ``background_prob``; unset: procedural
             backgrounds (``datamodules/synthetic/background.py``).
-        downup_prob: Image shrunk by ``downup_range`` and enlarged back (targets untouched): normal 0.2.
+        downup_prob: Image shrunk by ``downup_range`` and enlarged back (targets untouched): normal 0.2, albedo 0.
         downup_range: Shrink factor range of ``downup_prob`` (0.1, 0.7).
         photometric_prob: Colour distortion. seg / camera: upstream's brightness, contrast, saturation and
-            hue changes (each with chance 1/2), 1.0; generic: albumentations colour jitter, 0.5.
-        blur_prob: Blur: seg / normal 0.3 (3x3 Gaussian, sigma 0.1-2), pointmap 0; generic 0.1 (Gaussian or
-            median).
-        noise_prob: Gaussian noise of variance 5-20: seg / normal 0.3, pointmap 0.
+            hue changes (each with chance 1/2), 1.0 (albedo 0: upstream has none there); generic: albumentations
+            colour jitter, 0.5.
+        blur_prob: Blur: seg / normal 0.3 (3x3 Gaussian, sigma 0.1-2), pointmap / albedo 0; generic 0.1
+            (Gaussian or median).
+        noise_prob: Gaussian noise of variance 5-20: seg / normal 0.3, albedo 0.2, pointmap 0.
         solarize_prob: Solarize (values above 128 inverted): normal 0.3.
         dropout_prob: One black rectangle of 20-40% of each side (0).
     """

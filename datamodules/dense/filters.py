@@ -3,8 +3,8 @@ replaced by the next one and counted as ``filtered_samples``, see ``loaders.repl
 
 Upstream applies them in the packing step, after every augmentation (``*PackInputs`` in
 ``dense/src/datasets/transforms/{seg,normal,pointmap}_transforms.py``): seg needs 1% of foreground pixels,
-normals and pointmaps at least 16 valid pixels and at most 96% coverage, pointmaps a nearest point at
-canonical depth >= 0.04. Which check applies follows from the item's keys, not from the task name.
+normals, pointmaps and albedo at least 16 valid pixels and at most 96% coverage, pointmaps a nearest point at
+canonical depth >= 0.04; upstream's albedo dataset also skips images whose albedo is one flat colour. Which check applies follows from the item's keys, not from the task name.
 """
 
 from __future__ import annotations
@@ -22,14 +22,17 @@ class DenseFilter:
     as ``filtered_samples``). Set a check to 0 (``max_coverage``: 1) to turn it off.
 
     Args:
-        min_valid_pixels: Normal / pointmap samples with fewer valid (mask) pixels are left out (upstream 16).
-        max_coverage: Normal / pointmap samples whose valid pixels cover more than this fraction of the image
-            are left out (upstream 0.96). Samples without a mask file (every pixel valid by choice) are
+        min_valid_pixels: Normal / pointmap / albedo samples with fewer valid (mask) pixels are left out (upstream
+            16).
+        max_coverage: Normal / pointmap / albedo samples whose valid pixels cover more than this fraction of the
+            image are left out (upstream 0.96). Samples without a mask file (every pixel valid by choice) are
             not checked.
         min_depth: Pointmap samples whose nearest valid point has a canonical depth (Z at focal 768) below
             this are left out (upstream 0.04).
         min_foreground: Segmentation samples with a smaller fraction of foreground pixels (a class other than
             0, not 255) are left out (upstream 0.01).
+        min_albedo_std: Albedo samples whose valid pixels' albedo has a standard deviation below this in every
+            channel (one flat colour) are left out (upstream 0.02).
         val: Also filter validation samples. Upstream's pointmap pipeline does (and substitutes sample 0);
             off so that the metrics cover every validation sample.
     """
@@ -38,6 +41,7 @@ class DenseFilter:
     max_coverage: float = 0.96
     min_depth: float = 0.04
     min_foreground: float = 0.01
+    min_albedo_std: float = 0.02
     val: bool = False
 
     def __post_init__(self):
@@ -47,8 +51,9 @@ class DenseFilter:
         for name in ("max_coverage", "min_foreground"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 bad.append(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if self.min_depth < 0:
-            bad.append(f"min_depth must be >= 0, got {self.min_depth}")
+        for name in ("min_depth", "min_albedo_std"):
+            if getattr(self, name) < 0:
+                bad.append(f"{name} must be >= 0, got {getattr(self, name)}")
         if bad:
             raise ValueError("data.filter: " + "; ".join(bad))
 
@@ -71,4 +76,8 @@ class DenseFilter:
                 nearest = float(np.asarray(item["pointmap"])[2][mask].min())
                 if nearest < self.min_depth:
                     return "min_depth", f"nearest canonical depth {nearest:.3g} < min_depth {self.min_depth}"
+            if "albedo" in item and valid:
+                spread = float(np.asarray(item["albedo"])[:, mask].std(axis=1).max())
+                if spread < self.min_albedo_std:
+                    return "min_albedo_std", f"albedo std {spread:.3g} < min_albedo_std {self.min_albedo_std}"
         return None

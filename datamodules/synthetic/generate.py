@@ -25,7 +25,9 @@ from .writer import (
 )
 
 GENERATOR = "sapiens2-ft synthetic"
-VERSION = 2  # 2: the annotations add each heel and foot tip (the images are as version 1 drew them)
+VERSION = 3
+# 2: the annotations add each heel and foot tip (the images are as version 1 drew them)
+# 3: adds albedo/ (the other files are as version 2 wrote them)
 PARAMETER_KEYS = ("num", "seed", "height", "width", "val_fraction", "version")
 CONVENTIONS = {
     "camera": "OpenCV pinhole: x right, y down, z forward, metres; pixel (row i, col j) centre is (u=j, v=i)",
@@ -37,6 +39,7 @@ CONVENTIONS = {
     "masks": "uint8 255 where a figure covers the pixel centre",
     "alpha": "uint8 matte from 4x4 supersampling at silhouette edges",
     "foreground": "RGB figure colour un-mixed from the background (0 where alpha is 0)",
+    "albedo": "RGB base colour of the surface before lighting where a figure covers the pixel centre, 0 elsewhere",
 }
 _OWN_FILE = re.compile(
     r"dataset\.json|annotations/(train|val)\.json|(train|val)/("

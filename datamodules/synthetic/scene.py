@@ -1,4 +1,5 @@
-"""Compose one synthetic image: figures, camera, lighting, background, all dense targets."""
+"""Compose one synthetic image: figures, camera, lighting, background, all dense targets (the albedo: the surface's
+base colour before lighting, which the image shades as albedo x (ambient + (1 - ambient) max(n . l, 0)))."""
 
 from dataclasses import dataclass
 
@@ -38,6 +39,7 @@ class Sample:
     K: np.ndarray  # 3x3 intrinsics
     alpha: np.ndarray  # HxW float32 in [0,1]
     foreground: np.ndarray  # HxWx3 uint8 un-mixed figure colour (0 where alpha = 0)
+    albedo: np.ndarray  # HxWx3 uint8 base colour of the surface before lighting, 0 on background
     figure_map: np.ndarray  # HxW int16 index into ``people``, -1 = background
     people: list
 
@@ -70,13 +72,38 @@ def _sample_figures(rng, K, height, width) -> tuple:
     return figures, [outfits[i] for i in kept]
 
 
-def render_sample(seed: int, index: int, height: int = 256, width: int = 192) -> Sample:
-    """Render image ``index`` of the dataset with ``seed``; deterministic in (seed, index)."""
+@dataclass
+class Scene:
+    """What one image is drawn from: camera, background, placed figures with their outfits, and the light."""
+
+    K: np.ndarray  # 3x3 intrinsics
+    background: np.ndarray  # HxWx3 float RGB in [0, 1]
+    figures: list  # camera-frame Figures
+    outfits: list  # one Outfit per figure
+    light: np.ndarray  # unit direction towards the light (camera frame)
+    ambient: float
+
+
+def sample_scene(seed: int, index: int, height: int = 256, width: int = 192) -> Scene:
+    """The scene of image ``index`` of the dataset with ``seed``: every random draw of an image, in order."""
     rng = np.random.default_rng([seed, index])
     K = sample_intrinsics(rng, height, width)
     background = random_background(rng, height, width)
     figures, outfits = _sample_figures(rng, K, height, width)
     light, ambient = _sample_light(rng)
+    return Scene(K, background, figures, outfits, light, ambient)
+
+
+def render_sample(seed: int, index: int, height: int = 256, width: int = 192) -> Sample:
+    """Render image ``index`` of the dataset with ``seed``; deterministic in (seed, index)."""
+    return render_scene(sample_scene(seed, index, height, width))
+
+
+def render_scene(scene: Scene) -> Sample:
+    """Draw a scene with every dense target (deterministic: the scene holds all its randomness)."""
+    K, background, figures, outfits, light, ambient = (scene.K, scene.background, scene.figures, scene.outfits,
+                                                       scene.light, scene.ambient)
+    height, width = background.shape[:2]
 
     # Visibility: one z-buffer over the primitives of all figures.
     prims = Primitives.concat([f.primitives for f in figures])
@@ -111,6 +138,8 @@ def render_sample(seed: int, index: int, height: int = 256, width: int = 192) ->
     depth[rows, cols] = z
     labels = np.zeros((height, width), np.uint8)
     labels[rows, cols] = part_labels
+    base_colour = np.zeros((height, width, 3), np.float32)
+    base_colour[rows, cols] = np.clip(albedo, 0.0, 1.0)
     figure_map = np.full((height, width), -1, np.int16)
     figure_map[rows, cols] = primitive_figure[hit_ids]
     people = [
@@ -126,6 +155,7 @@ def render_sample(seed: int, index: int, height: int = 256, width: int = 192) ->
         K=K,
         alpha=alpha,
         foreground=np.round(colour * 255).astype(np.uint8),  # zero wherever alpha is
+        albedo=np.round(base_colour * 255).astype(np.uint8),
         figure_map=figure_map,
         people=people,
     )

@@ -3,7 +3,7 @@
 Layout under the dataset root::
 
     dataset.json, annotations/{train,val}.json,
-    <split>/{images,labels,masks,alpha,foreground}/<stem>.png,
+    <split>/{images,labels,masks,alpha,foreground,albedo}/<stem>.png,
     <split>/{normals,depth}/<stem>.npy, <split>/intrinsics/<stem>.txt
 """
 
@@ -20,7 +20,7 @@ from .scene import Sample
 SPLITS = ("train", "val")
 DENSE_FOLDERS = {
     "images": ".png", "labels": ".png", "normals": ".npy", "masks": ".png",
-    "depth": ".npy", "intrinsics": ".txt", "alpha": ".png", "foreground": ".png",
+    "depth": ".npy", "intrinsics": ".txt", "alpha": ".png", "foreground": ".png", "albedo": ".png",
 }
 MIN_AREA_FRACTION = 0.01
 PERSON_CATEGORY = {
@@ -54,6 +54,7 @@ def write_sample(split_dir: Path, stem: str, sample: Sample) -> None:
     _png(split_dir / "masks" / f"{stem}.png", sample.mask.astype(np.uint8) * 255)
     _png(split_dir / "alpha" / f"{stem}.png", np.round(sample.alpha * 255).astype(np.uint8))
     _png(split_dir / "foreground" / f"{stem}.png", cv2.cvtColor(sample.foreground, cv2.COLOR_RGB2BGR))
+    _png(split_dir / "albedo" / f"{stem}.png", cv2.cvtColor(sample.albedo, cv2.COLOR_RGB2BGR))
     np.save(split_dir / "normals" / f"{stem}.npy", sample.normals.astype(np.float32))
     np.save(split_dir / "depth" / f"{stem}.npy", sample.depth.astype(np.float32))
     rows = "".join(" ".join(f"{value:.10g}" for value in row) + "\n" for row in sample.K)

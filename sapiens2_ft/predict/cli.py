@@ -13,7 +13,7 @@ to ``OUT/model`` first). The task comes from the model's config.
 - dense tasks: the whole image resized to the model's input size as in validation (stretched for seg,
   letterboxed otherwise); the outputs are mapped back to the image's pixels and written as in validation
   (``NAME.png`` class ids + ``NAME_overlay.png``; ``NAME.npy`` + ``NAME_normal.png`` / ``NAME_depth.png``;
-  ``NAME_alpha.png`` + ``NAME_composite.png``).
+  ``NAME_alpha.png`` + ``NAME_composite.png``; ``NAME.npy`` + ``NAME_albedo.png``).
   ``--focal FX`` (pointmap): the camera's fx in the images' pixels; the metric points use it instead of the focal
   the scale branch guesses.
 
@@ -23,6 +23,7 @@ turbo inverse depth on the people the seg (or matting) model finds, the matte.
 
 A video (``--input clip.mp4``, or a folder of frames with ``--video``) gives ``OUT/clip.mp4``, one sheet per frame
 at the input's frame rate, and ``OUT/clip.json``: per frame, the people with their track ids, boxes and keypoints.
+``--smooth`` One-Euro-filters each track's keypoints, ``--smooth_maps W`` blends the dense maps over the frames.
 
 Images are keyed by their path relative to ``--input``: ``NAME`` keeps the subfolders (``OUT/sub/NAME.png``)
 and so does ``file_name`` in ``images.json``. Unreadable images, and those of more than ``--max_pixels`` pixels (read
@@ -43,6 +44,7 @@ from sapiens2_ft.predict.boxes import (FileBoxes, add_box_arguments, box_argumen
 from sapiens2_ft.predict.inputs import check_out, list_images
 from sapiens2_ft.predict.loading import load_inference, model_problem
 from sapiens2_ft.predict.run import Model, predict_images
+from sapiens2_ft.predict.smoothing import add_smooth_arguments, smooth_options
 from sapiens2_ft.predict.video import Frames, is_video, predict_video
 from sapiens2_ft.problems import Problems
 
@@ -58,6 +60,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--video", action="store_true", help="read the --input folder as the frames of one video (in name order)")
     p.add_argument("--fps", type=float, default=None,
                    help="video: frame rate of the output (default: the input video's, 30 for a folder)")
+    add_smooth_arguments(p)
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--boxes", default=None, help="pose: person boxes (COCO json or list of detections)")
     add_box_arguments(p)
@@ -163,6 +166,7 @@ def main(argv: list[str] | None = None) -> Path:
     frames = Frames(Path(args.input), args.fps) if video else None
     images = {} if video else list_images(Path(args.input))
     models, loaded, mask_model = load_models(args, out)
+    smooth = smooth_options(args, video, any(m.inference.takes_person_boxes for m in models))
     ids, boxes = read_boxes(Path(args.boxes) if args.boxes else None, list(images))
     if any(m.inference.takes_person_boxes for m in models) and not any(getattr(args, n) for n in BOX_SOURCES):
         args.detector = DEFAULT_DETECTOR
@@ -175,7 +179,7 @@ def main(argv: list[str] | None = None) -> Path:
     several = len(models) > 1
     with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):
         if video:
-            clip, records = predict_video(models, frames, out, args.batch_size, source, mask_model)
+            clip, records = predict_video(models, frames, out, args.batch_size, source, mask_model, smooth)
             print(f"{frames.path.name}: {clip} ({frames.fps:g} frames/s) and per-frame results in {records}")
             return out
         counts, skipped = predict_images(models, images, args.batch_size, source, ids, mask_model,

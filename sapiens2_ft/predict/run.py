@@ -54,11 +54,15 @@ def person_boxes(models: list[Model], outputs: dict, source: BoxSource, keys: li
 
 @torch.no_grad()
 def infer_chunk(models: list[Model], keys: list[str], images: list[np.ndarray], source: BoxSource,
-                batch_size: int, mask_model: Model | None = None) -> tuple[list[dict], list | None]:
+                batch_size: int, mask_model: Model | None = None, smooth_maps=None) -> tuple[list[dict], list | None]:
     """Per image, per task: the people of a model that takes person boxes (``estimate``), the files of a whole-image
-    one (``files``); and per image the people (H, W) bool, None where no model finds them."""
+    one (``files``); and per image the people (H, W) bool, None where no model finds them. ``smooth_maps(task,
+    outputs)``: a video's whole-image outputs (one dict per image, in order) blended over time before anything uses
+    them."""
     whole = [m for m in models if not m.inference.takes_person_boxes]
     outputs = {m.task: m.inference.image_outputs(images, m.focal) for m in whole}
+    if smooth_maps is not None:
+        outputs = {task: smooth_maps(task, task_outputs) for task, task_outputs in outputs.items()}
     masks = people_masks(models, outputs, mask_model, images)
     results: list[dict] = [{} for _ in images]
     boxes = person_boxes(models, outputs, source, keys, images) if len(whole) < len(models) else None

@@ -1,6 +1,7 @@
 """Video in and out: frames from a video file (OpenCV's FFmpeg) or a folder of frames, run ``batch_size`` at a
 time, written as ``OUT/NAME.mp4`` (the frame rate kept) with the pictures of every model, and ``OUT/NAME.json`` with
-per-frame people and their track ids (an IoU tracker over the person boxes)."""
+per-frame people and their track ids (an IoU tracker over the person boxes); with ``smooth``, each track's keypoints
+One-Euro-filtered and the dense maps blended over time (``smoothing``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from sapiens2_ft.predict.boxes import BoxSource, whole_image
 from sapiens2_ft.predict.inputs import IMAGE_SUFFIXES, background, read_or_warn
 from sapiens2_ft.predict.run import Model, infer_chunk
 from sapiens2_ft.predict.sheet import sheet
+from sapiens2_ft.predict.smoothing import KeypointSmoother, MapBlend, SmoothOptions
 
 VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg"}
 
@@ -115,6 +117,32 @@ class IoUTracker:
         return ids
 
 
+class VideoPeople:
+    """Each frame's people in turn: their track ids (``IoUTracker``) and, when ``smooth`` says so, their keypoints
+    One-Euro-filtered per track (``KeypointSmoother``), at the frame's time (index / ``fps``)."""
+
+    def __init__(self, fps: float, smooth: SmoothOptions | None = None):
+        self.fps, self.tracker, self.frame = fps, IoUTracker(), -1
+        self.smoother = KeypointSmoother(smooth) if smooth is not None and smooth.keypoints else None
+
+    def __call__(self, people: list[dict]) -> list[dict]:
+        """``people`` (``points``, ``bbox`` ...) of the next frame, given ``track_id`` and filtered in place."""
+        self.frame += 1
+        for person, track_id in zip(people, self.tracker.update(np.array([p["bbox"] for p in people]))):
+            person["track_id"] = track_id
+        if self.smoother is not None:
+            self.smoother(people, self.frame / self.fps)
+        return people
+
+
+def map_blends(models: list[Model], smooth: SmoothOptions | None):
+    """``infer_chunk``'s ``smooth_maps``: each dense model's maps blended over the frames (None: not blended)."""
+    if smooth is None or smooth.map_weight >= 1:
+        return None
+    blends = {m.task: MapBlend(smooth.map_weight) for m in models if not m.inference.takes_person_boxes}
+    return lambda task, maps: [blends[task](m) for m in maps]
+
+
 def person_record(person: dict) -> dict:
     points = np.concatenate([person["points"], person["scores"][:, None]], axis=1)
     return {"track_id": person["track_id"], "bbox": np.asarray(person["bbox"], dtype=np.float64).round(2).tolist(),
@@ -123,25 +151,24 @@ def person_record(person: dict) -> dict:
 
 @torch.no_grad()
 def predict_video(models: list[Model], frames: Frames, out: Path, batch_size: int,
-                  source: BoxSource = whole_image, mask_model: Model | None = None) -> tuple[Path, Path]:
+                  source: BoxSource = whole_image, mask_model: Model | None = None,
+                  smooth: SmoothOptions | None = None) -> tuple[Path, Path]:
     """Writes ``OUT/NAME.mp4`` (one sheet per frame) and ``OUT/NAME.json``; returns their paths."""
     name = frames.path.stem if not frames.folder else frames.path.name
     video_file, json_file = out / f"{name}.mp4", out / f"{name}.json"
     inferences = {m.task: m.inference for m in models}
-    trackers = {m.task: IoUTracker() for m in models if m.inference.takes_person_boxes}  # their people
+    trackers = {m.task: VideoPeople(frames.fps, smooth) for m in models if m.inference.takes_person_boxes}
+    smooth_maps = map_blends(models, smooth)
     writer, records, index = None, [], 0
     progress = tqdm(total=frames.count, desc="predict", unit="frame")
     try:
         for chunk in background(chunks(frames, batch_size)):  # the next frames decode while these are in the models
             keys = [f"frame{index + k:06d}" for k in range(len(chunk))]
-            results, masks = infer_chunk(models, keys, chunk, source, batch_size, mask_model)
+            results, masks = infer_chunk(models, keys, chunk, source, batch_size, mask_model, smooth_maps)
             for k, (frame, result) in enumerate(zip(chunk, results)):
                 record = {"frame": index, "time": round(index / frames.fps, 4)}
-                for task, tracker in trackers.items():
-                    people = result[task]
-                    for person, track_id in zip(people, tracker.update(np.array([p["bbox"] for p in people]))):
-                        person["track_id"] = track_id
-                    record["people"] = [person_record(p) for p in people]
+                for task, people in trackers.items():
+                    record["people"] = [person_record(p) for p in people(result[task])]
                 people = masks[k].numpy() if masks is not None else None
                 picture = sheet(frame, result, inferences, people, legend=False)[..., ::-1]
                 if writer is None:
@@ -160,5 +187,6 @@ def predict_video(models: list[Model], frames: Frames, out: Path, batch_size: in
     if not records:
         raise SystemExit(f"--input {frames.path}: no frame could be read")
     json_file.write_text(json.dumps({"video": frames.path.name, "fps": frames.fps, "frames": records,
-                                     "tasks": [m.task for m in models]}))
+                                     "tasks": [m.task for m in models],
+                                     "smooth": None if smooth is None else vars(smooth)}))
     return video_file, json_file

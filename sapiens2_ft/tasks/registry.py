@@ -20,6 +20,7 @@ from sapiens2_ft.models.factory import LoadReport, ModelSource, ModelTarget, bui
 from sapiens2_ft.models.init_from import build_from_run
 from sapiens2_ft.models.pretraining_heads import load_task_head
 from sapiens2_ft.tasks import heads
+from sapiens2_ft.tasks.albedo import draw as albedo_draw
 from sapiens2_ft.tasks.matting import draw as matting_draw
 from sapiens2_ft.tasks.normal import draw as normal_draw
 from sapiens2_ft.tasks.pointmap import draw as pointmap_draw
@@ -146,6 +147,14 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
            decode="alphas (B, 1, h, w) and foregrounds (B, 3, h, w), in [0, 1]: resize to the input size, undo the "
                   "stretch to the image size.",
            processor={"do_pad": False}),  # transformers' matting post-processing expects a stretched input
+    # After normal, whose transformers class it shares: a released normal checkpoint (no recorded task) stays normal.
+    _dense("albedo", "Albedo", "Sapiens2ForNormalEstimation", ("val/psnr", "max"),
+           outputs=("albedo_r", "albedo_g", "albedo_b"), heads=heads.PIXEL_SHUFFLE_HEADS,
+           draw_sample=albedo_draw.draw_sample, auto_class="AutoModelForNormalEstimation",  # the class it shares
+           predicts="the RGB albedo (the surface colour before lighting) for every pixel",  # no Hub task tag fits
+           decode="normals (B, 3, h, w): RGB albedo (the surface colour before lighting), clamp to [0, 1]; resize "
+                  "to the input size and undo the letterbox.",
+           processor={"do_pad": True}),  # letterboxed as in training
     # Pretraining of the demo backbone on every task at once (configs/pretrain_demo_backbone.yaml).
     TaskSpec("multitask", "sapiens2_ft.tasks.multitask.module.MultiTaskModule",
              "datamodules.multitask_datamodule.MultiTaskDataModule", ("val/loss", "min"), label_kind="keypoint",

@@ -301,6 +301,12 @@ def test_filter_checks_follow_upstream_thresholds():
     assert f.reason(_filter_item(mask=mask, pointmap=pointmap))[0] == "min_depth"
     pointmap[2, 50, 50] = 0.041
     assert f.reason(_filter_item(mask=mask, pointmap=pointmap)) is None
+    albedo = np.full((3, 100, 100), 0.5, np.float32)
+    albedo[0, ~mask] = 0.0  # off the mask: not counted
+    albedo[1, 50:55, :] += 0.06  # std 0.013 in one channel, the others flat: one flat colour, left out
+    assert f.reason(_filter_item(mask=mask, albedo=albedo))[0] == "min_albedo_std"
+    albedo[2, 50:, :] = 0.45  # std 0.025
+    assert f.reason(_filter_item(mask=mask, albedo=albedo)) is None
     assert DenseFilter(max_coverage=1.0, min_valid_pixels=0).reason(_filter_item(mask=np.ones((4, 4), bool))) is None
     with pytest.raises(ValueError, match="data.filter: max_coverage"):
         DenseFilter(max_coverage=1.5)
@@ -420,15 +426,15 @@ def test_a_map_of_an_unknown_kind_is_an_error_not_left_unwarped():
     from datamodules.dense.geometry import WARPED_MAPS, scale_offset_matrix, warp_sample
 
     rng = np.random.default_rng(0)
-    sample = {"image": rng.integers(0, 256, (20, 16, 3), dtype=np.uint8), "albedo": rng.random((20, 16, 3)),
+    sample = {"image": rng.integers(0, 256, (20, 16, 3), dtype=np.uint8), "shading": rng.random((20, 16, 3)),
               "K": np.eye(3), "meta": np.arange(4)}
-    with pytest.raises(ValueError, match=r"'albedo' \(20, 16, 3\).*" + ", ".join(WARPED_MAPS)):
+    with pytest.raises(ValueError, match=r"'shading' \(20, 16, 3\).*" + ", ".join(WARPED_MAPS)):
         warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8))
     # Its task's target spec declares its warp (TargetSpec.maps): then it moves with the image.
-    declared = warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"albedo": "linear"})
-    assert declared["albedo"].shape == (10, 8, 3)
-    with pytest.raises(ValueError, match=r"unknown warps \{'albedo': 'cubic'\}"):
-        warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"albedo": "cubic"})
-    del sample["albedo"]
+    declared = warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"shading": "linear"})
+    assert declared["shading"].shape == (10, 8, 3)
+    with pytest.raises(ValueError, match=r"unknown warps \{'shading': 'cubic'\}"):
+        warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"shading": "cubic"})
+    del sample["shading"]
     out = warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8))
     assert out["image"].shape == (10, 8, 3) and out["meta"] is sample["meta"]

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from datamodules.dense.augment import DenseAugment
+from datamodules.dense.targets import TARGETS
 from datamodules.dense_datamodule import DenseDataModule
 from datamodules.dense_dataset import DenseDataset, load_sample
 from datamodules.dense.files import list_samples
@@ -30,6 +31,7 @@ NO_PHOTO = dict(photometric_prob=0.0, blur_prob=0.0, dropout_prob=0.0)
                   "scale": (torch.float32, ()), "intrinsics": (torch.float32, (3, 3))}),
     ("matting", {"alpha": (torch.float32, (1, *SIZE)), "foreground": (torch.float32, (3, *SIZE)),
                  "has_foreground": (torch.bool, ())}),
+    ("albedo", {"albedo": (torch.float32, (3, *SIZE)), "mask": (torch.bool, SIZE)}),
 ])
 def test_batches_per_task(dense_root, task, keys):
     dm = DenseDataModule(task, root=str(dense_root), input_size=SIZE, batch_size=2, num_workers=0,
@@ -50,6 +52,20 @@ def test_batches_per_task(dense_root, task, keys):
         assert torch.allclose(norm, torch.ones_like(norm), atol=1e-4)
     if task == "matting":
         assert 0 <= batch["alpha"].min() and batch["alpha"].max() <= 1
+    if task == "albedo":  # letterboxed validation: the renderer's colours on the figures, 0 off them
+        assert 0 <= batch["albedo"].min() and batch["albedo"].max() <= 1
+        assert (batch["albedo"].amax(1)[batch["mask"]] > 0).float().mean() > 0.99
+        assert (batch["albedo"].permute(0, 2, 3, 1)[~batch["mask"]] == 0).all(1).float().mean() > 0.95
+
+
+def test_albedo_training_follows_upstreams_albedo_recipe():
+    """Upstream's albedo pipeline: scale / crop / flip 0.3 and letterbox as for normals, noise 0.2, no colour
+    distortion, down/up-sampling, blur or solarize."""
+    from datamodules.dense.augment import resolve_augment
+
+    a = resolve_augment({}, "albedo")
+    assert (a.pipeline, a.flip_prob, a.scale_prob, a.crop_prob, a.noise_prob) == ("camera", 0.3, 0.3, 0.3, 0.2)
+    assert (a.photometric_prob, a.downup_prob, a.blur_prob, a.solarize_prob, a.rotate_prob) == (0, 0, 0, 0, 0)
 
 
 def test_flip_classes_sapiens2():
@@ -67,7 +83,8 @@ def _pair(dense_root, task):
     data = load_sample(samples[0], task, 29)
     out = []
     for flip in (0.0, 1.0):
-        t = DenseTransform(SIZE, DenseAugment(flip_prob=flip, scale_range=(0.9, 1.4), **NO_PHOTO))
+        t = DenseTransform(SIZE, DenseAugment(flip_prob=flip, scale_range=(0.9, 1.4), **NO_PHOTO),
+                           maps=TARGETS[task].maps)
         out.append(t(data, np.random.default_rng(3)))
     return out
 
@@ -88,6 +105,9 @@ def test_flip_equivariance_seg_normals_matting(dense_root):
     plain, flipped = _pair(dense_root, "matting")
     np.testing.assert_array_equal(flip_sample(flipped)["alpha"], plain["alpha"])
     np.testing.assert_array_equal(flip_sample(flipped)["foreground"], plain["foreground"])
+    plain, flipped = _pair(dense_root, "albedo")  # mirrored only: a colour has no direction
+    np.testing.assert_array_equal(flip_sample(flipped)["albedo"], plain["albedo"])
+    np.testing.assert_array_equal(flip_sample(flipped)["mask"], plain["mask"])
 
 
 def test_flip_equivariance_pointmap(dense_root):
@@ -168,7 +188,8 @@ def _write_png(path, array):
     ("normal", lambda d, n: _nan_normals(d / "normals" / f"{n}.npy")),
     ("pointmap", lambda d, n: _zero_depth(d, n)),
     ("pointmap", lambda d, n: _write_text(d / "intrinsics" / f"{n}.txt", "1 0 2\n0 1 3\n")),
-], ids=["size-mismatch", "label-77", "nan-normal", "zero-depth", "intrinsics-2x3"])
+    ("albedo", lambda d, n: _write_png(d / "albedo" / f"{n}.png", cv2.imread(str(d / "albedo" / f"{n}.png"), 0))),
+], ids=["size-mismatch", "label-77", "nan-normal", "zero-depth", "intrinsics-2x3", "grey-albedo"])
 def test_bad_targets_name_the_file(dense_root, tmp_path, task, break_fn):
     _broken(dense_root, tmp_path, task, break_fn)
 

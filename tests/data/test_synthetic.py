@@ -26,7 +26,7 @@ from datamodules.synthetic.parts import PART_ID
 SEED = 7
 NUM = 10
 HEIGHT, WIDTH = 256, 192
-DENSE = ("images", "labels", "normals", "masks", "depth", "intrinsics", "alpha", "foreground")
+DENSE = ("images", "labels", "normals", "masks", "depth", "intrinsics", "alpha", "foreground", "albedo")
 MANNEQUIN_CLASSES = {
     "Background", "Face_Neck", "Hair", "Torso", "Upper_Clothing", "Lower_Clothing",
     "Left_Upper_Arm", "Left_Lower_Arm", "Left_Hand", "Right_Upper_Arm", "Right_Lower_Arm", "Right_Hand",
@@ -74,6 +74,7 @@ def _load(root, split, stem):
         "mask": cv2.imread(str(d / "masks" / f"{stem}.png"), cv2.IMREAD_UNCHANGED),
         "alpha": cv2.imread(str(d / "alpha" / f"{stem}.png"), cv2.IMREAD_UNCHANGED),
         "foreground": cv2.imread(str(d / "foreground" / f"{stem}.png"), cv2.IMREAD_UNCHANGED),
+        "albedo": cv2.imread(str(d / "albedo" / f"{stem}.png"), cv2.IMREAD_UNCHANGED),
         "normals": np.load(d / "normals" / f"{stem}.npy"),
         "depth": np.load(d / "depth" / f"{stem}.npy"),
         "K": np.loadtxt(d / "intrinsics" / f"{stem}.txt"),
@@ -184,6 +185,14 @@ def test_dense_outputs_agree(dataset):
         assert np.all(s["alpha"][core] >= 250) and np.all(s["alpha"][far] == 0)
         assert np.any((s["alpha"] > 0) & (s["alpha"] < 255))
         assert np.all(s["foreground"][s["alpha"] == 0] == 0)
+        # Albedo: the base colour on the mask, which the figure's colour is a shade of (one lighting factor per
+        # pixel for the three channels, between the ambient light, at least 0.25, and 1).
+        assert s["albedo"].shape == (HEIGHT, WIDTH, 3) and np.all(s["albedo"][~mask] == 0)
+        albedo, foreground = s["albedo"][core].astype(float), s["foreground"][core].astype(float)
+        bright = (albedo >= 64).all(axis=1)
+        shade = foreground[bright] / albedo[bright]
+        assert np.all(np.ptp(shade, axis=1) < 0.03) and 0.23 < shade.min() and shade.max() < 1.02
+        assert np.median(shade) < 0.95  # lit, not a copy of the colour
         # Finite-difference normals of back-projected depth match the stored normals.
         points = back_project(s["K"], s["depth"].astype(np.float64))
         tangent_u = points[1:-1, 2:] - points[1:-1, :-2]
@@ -260,6 +269,24 @@ def test_ensure_dataset_is_idempotent_and_regenerates(tmp_path):
     ensure_dataset(root, 4, 1, 64, 48, val_fraction=0.34)
     assert json.loads(marker.read_text())["num"] == 4
     assert len(list((root / "train/images").iterdir())) + len(list((root / "val/images").iterdir())) == 4
+
+
+def test_a_dataset_of_the_previous_version_is_rendered_again_with_its_albedo(tmp_path):
+    """Version 2 had no albedo/: its dataset.json no longer matches, so the data modules' ``ensure_dataset``
+    renders it again (the other files come out as version 2 wrote them: the albedo draws nothing at random)."""
+    root = tmp_path / "old"
+    generate_dataset(root, 2, 1, 64, 48, val_fraction=0.5, progress=False)
+    before = {k: v for k, v in _tree_bytes(root).items() if "/albedo/" not in k and k != "dataset.json"}
+    info = json.loads((root / "dataset.json").read_text())
+    (root / "dataset.json").write_text(json.dumps({**info, "version": 2}))
+    for split in ("train", "val"):
+        for path in (root / split / "albedo").iterdir():
+            path.unlink()
+        (root / split / "albedo").rmdir()
+    ensure_dataset(root, 2, 1, 64, 48, val_fraction=0.5)
+    after = _tree_bytes(root)
+    assert json.loads(after["dataset.json"])["version"] == 3 and "train/albedo/000000.png" in after
+    assert {k: v for k, v in after.items() if "/albedo/" not in k and k != "dataset.json"} == before
 
 
 def test_refuses_foreign_directories(tmp_path):

@@ -12,6 +12,7 @@ from transformers import Sapiens2ForNormalEstimation, Sapiens2ForPointmapEstimat
 
 from datamodules.dense_datamodule import DenseDataModule
 from sapiens2_ft.models.preprocessing import normalize_images
+from sapiens2_ft.tasks.albedo.module import AlbedoModule
 from sapiens2_ft.tasks.matting.module import MattingModule
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pointmap.module import PointmapModule, to_metric
@@ -20,9 +21,10 @@ from sapiens2_ft.tasks.seg.module import SegmentationModule
 from conftest import tiny_pose_config
 
 SIZE = (128, 96)
-MODULES = {"seg": SegmentationModule, "normal": NormalModule, "pointmap": PointmapModule, "matting": MattingModule}
+MODULES = {"seg": SegmentationModule, "normal": NormalModule, "pointmap": PointmapModule, "matting": MattingModule,
+           "albedo": AlbedoModule}
 SAVED = {"seg": [".png"], "normal": [".npy", "_normal.png"], "pointmap": [".npy", "_depth.png"],
-         "matting": ["_alpha.png", "_foreground.png"]}
+         "matting": ["_alpha.png", "_foreground.png"], "albedo": [".npy", "_albedo.png"]}
 
 
 def _batch(root: Path, task: str, split: str = "train") -> dict:
@@ -70,7 +72,7 @@ def test_train_and_validation_step(dense_root, tmp_path, task):
             assert array.shape[:2] == SIZE, path
 
 
-@pytest.mark.parametrize("task", ["normal", "pointmap", "matting"])
+@pytest.mark.parametrize("task", ["normal", "pointmap", "matting", "albedo"])
 def test_released_head_layouts_predict_full_resolution(task):
     """The 0.4b pixel-shuffle heads (built on the meta device: no memory) upsample 16x to the input."""
     with torch.device("meta"):

@@ -1,21 +1,22 @@
 """The extension story of docs/architecture.md ("Adding a task"), proved: a toy dense task added by exactly the
 documented steps trains, validates, predicts and exports through the real entry points.
 
-The toy task is ``albedo``: one grey reflectance channel in [0, 1] per pixel, a map kind no built-in task has.
+The toy task is ``shading``: one grey channel in [0, 1] per pixel, the light falling on it (the other half of an
+image's intrinsic decomposition, albedo x shading), a map kind no built-in task has.
 Its files live in ``tests/tasks/extension/`` and are copied to where a real task's go (step 1: the task folder
-``sapiens2_ft/tasks/albedo/``; step 3: ``datamodules/dense/targets/albedo.py``; step 4: the config); the test puts
+``sapiens2_ft/tasks/shading/``; step 3: ``datamodules/dense/targets/shading.py``; step 4: the config); the test puts
 those folders on the packages' ``__path__``, so the task imports under its real module names. The two edits a real
 task makes to existing files (step 2: its ``TaskSpec`` in ``tasks/registry.py``; step 3: its ``TARGETS`` entry)
 are made to the registries' own dicts, written as they would read in those files, and undone after the test.
 Step 4's regenerated ``docs/configs.md`` and step 5's own tests are what a real task adds beyond this; the shared
 checks of step 5 (``tests/tasks/test_registry.py``) run on the entry below.
 
-Model class: ``Sapiens2ForNormalEstimation`` with ``num_labels = 1``. transformers has no albedo model and this
+Model class: ``Sapiens2ForNormalEstimation`` with ``num_labels = 1``. transformers has no shading model and this
 project does not define model classes (docs/architecture.md: the models come from transformers); that class's head
 is a plain ``num_labels``-channel per-pixel regressor with no activation in its forward (the normals are made unit
 by the caller), so it serves any continuous map, and it has an Auto class (``AutoModelForNormalEstimation``) for the
-export. Sharing the class with ``normal`` is what the export's recorded task
-(``registry.task_of_config``) is for: predict tells the two apart by it.
+export. Sharing the class with ``normal`` (as the built-in ``albedo`` does, with three channels) is what the export's
+recorded task (``registry.task_of_config``) is for: predict tells them apart by it.
 """
 
 from __future__ import annotations
@@ -46,57 +47,57 @@ SIZE = (64, 48)  # the network input (H, W); the images are 96x72, so every map 
 
 
 @pytest.fixture
-def albedo_task(tmp_path, monkeypatch) -> Path:
+def shading_task(tmp_path, monkeypatch) -> Path:
     """The toy task installed as the steps of "Adding a task" say (3 before 2: ``_dense`` reads ``TARGETS``);
     returns its config."""
-    # 1. The task folder: sapiens2_ft/tasks/albedo/ (inference, module, loss, metric, draw).
+    # 1. The task folder: sapiens2_ft/tasks/shading/ (inference, module, loss, metric, draw).
     tasks_dir = tmp_path / "sapiens2_ft" / "tasks"
-    shutil.copytree(EXTENSION / "albedo", tasks_dir / "albedo")
+    shutil.copytree(EXTENSION / "shading", tasks_dir / "shading")
     monkeypatch.setattr(tasks_package, "__path__", [*tasks_package.__path__, str(tasks_dir)])
-    # 3. Its target spec, datamodules/dense/targets/albedo.py ...
+    # 3. Its target spec, datamodules/dense/targets/shading.py ...
     targets_dir = tmp_path / "datamodules" / "dense" / "targets"
     targets_dir.mkdir(parents=True)
-    shutil.copy(EXTENSION / "albedo_targets.py", targets_dir / "albedo.py")
+    shutil.copy(EXTENSION / "shading_targets.py", targets_dir / "shading.py")
     monkeypatch.setattr(dense_targets, "__path__", [*dense_targets.__path__, str(targets_dir)])
     # ... and its entry in TARGETS (datamodules/dense/targets/__init__.py):
-    #     TARGETS = {spec.task: spec for spec in (SEG, NORMAL, POINTMAP, MATTING, ALBEDO)}
-    from datamodules.dense.targets.albedo import ALBEDO
+    #     TARGETS = {spec.task: spec for spec in (SEG, NORMAL, POINTMAP, MATTING, ALBEDO, SHADING)}
+    from datamodules.dense.targets.shading import SHADING
 
-    monkeypatch.setitem(TARGETS, "albedo", ALBEDO)
+    monkeypatch.setitem(TARGETS, "shading", SHADING)
     # That file derives the data.task choices from TARGETS on import (DenseTask = Literal[DENSE_TASKS]).
     monkeypatch.setattr(dense_datamodule, "DenseTask", Literal[tuple(TARGETS)])
-    # 2. One TaskSpec in sapiens2_ft/tasks/registry.py (with `from sapiens2_ft.tasks.albedo import draw as
-    #    albedo_draw` among its imports); the head layouts are the existing pixel-shuffle ones of tasks/heads.py.
-    from sapiens2_ft.tasks.albedo import draw as albedo_draw
+    # 2. One TaskSpec in sapiens2_ft/tasks/registry.py (with `from sapiens2_ft.tasks.shading import draw as
+    #    shading_draw` among its imports); the head layouts are the existing pixel-shuffle ones of tasks/heads.py.
+    from sapiens2_ft.tasks.shading import draw as shading_draw
 
     spec = registry._dense(
-        "albedo", "Albedo", "Sapiens2ForNormalEstimation", ("val/mae", "min"),
-        outputs=("albedo",), heads=heads.PIXEL_SHUFFLE_HEADS, draw_sample=albedo_draw.draw_sample,
-        auto_class="AutoModelForNormalEstimation", predicts="a grey reflectance in [0, 1] for every pixel",
-        decode="normals (B, 1, h, w): the sigmoid = albedo in [0, 1]; resize to the input size and undo the "
+        "shading", "Shading", "Sapiens2ForNormalEstimation", ("val/mae", "min"),
+        outputs=("shading",), heads=heads.PIXEL_SHUFFLE_HEADS, draw_sample=shading_draw.draw_sample,
+        auto_class="AutoModelForNormalEstimation", predicts="a grey shading in [0, 1] for every pixel",
+        decode="normals (B, 1, h, w): the sigmoid = shading in [0, 1]; resize to the input size and undo the "
                "letterbox.",
         processor={"do_pad": True})  # letterboxed as in training
-    monkeypatch.setitem(TASKS, "albedo", spec)
-    # 4. A config: configs/albedo_demo.yaml.
-    config = tmp_path / "configs" / "albedo_demo.yaml"
+    monkeypatch.setitem(TASKS, "shading", spec)
+    # 4. A config: configs/shading_demo.yaml.
+    config = tmp_path / "configs" / "shading_demo.yaml"
     config.parent.mkdir()
-    shutil.copy(EXTENSION / "albedo_demo.yaml", config)
+    shutil.copy(EXTENSION / "shading_demo.yaml", config)
     yield config
-    toy = ("sapiens2_ft.tasks.albedo", "datamodules.dense.targets.albedo")
+    toy = ("sapiens2_ft.tasks.shading", "datamodules.dense.targets.shading")
     for name in [n for n in sys.modules if n == toy[1] or n.startswith(toy[0])]:
         del sys.modules[name]
-    for package, name in ((tasks_package, "albedo"), (dense_targets, "albedo")):
+    for package, name in ((tasks_package, "shading"), (dense_targets, "shading")):
         if hasattr(package, name):
             delattr(package, name)
 
 
-def write_albedo_data(root: Path, counts=(("train", 4), ("val", 2)), size=(96, 72), seed: int = 0) -> None:
-    """Images of grey rectangles lit by a vertical gradient and tinted, with their albedo and a valid mask (the
-    rectangles: the background's albedo is unknown)."""
+def write_shading_data(root: Path, counts=(("train", 4), ("val", 2)), size=(96, 72), seed: int = 0) -> None:
+    """Images of grey rectangles lit by a vertical gradient and tinted, with that shading and a valid mask (the
+    rectangles: the background's light is not known)."""
     rng = np.random.default_rng(seed)
     h, w = size
     for split, count in counts:
-        for folder in ("images", "albedo", "masks"):
+        for folder in ("images", "shading", "masks"):
             (root / split / folder).mkdir(parents=True, exist_ok=True)
         for i in range(count):
             albedo = np.full((h, w), 0.2, np.float32)
@@ -110,7 +111,8 @@ def write_albedo_data(root: Path, counts=(("train", 4), ("val", 2)), size=(96, 7
             image = (albedo[..., None] * shading * tint * 255).round().astype(np.uint8)
             name = f"{i:03d}"
             cv2.imwrite(str(root / split / "images" / f"{name}.png"), image[..., ::-1])
-            cv2.imwrite(str(root / split / "albedo" / f"{name}.png"), (albedo * 255).round().astype(np.uint8))
+            light = np.broadcast_to(shading[..., 0], (h, w))
+            cv2.imwrite(str(root / split / "shading" / f"{name}.png"), (light * 255).round().astype(np.uint8))
             cv2.imwrite(str(root / split / "masks" / f"{name}.png"), mask.astype(np.uint8) * 255)
 
 
@@ -120,7 +122,7 @@ def finite(values) -> bool:
 
 # 5-7 s on the 2-core machine, 12 s at worst beside a busy background job (two CLI steps, a validation, two
 # exports, a prediction): the fast tier.
-def test_a_new_dense_task_trains_validates_predicts_and_exports(albedo_task, tmp_path):
+def test_a_new_dense_task_trains_validates_predicts_and_exports(shading_task, tmp_path):
     from transformers import AutoModelForNormalEstimation
 
     from sapiens2_ft import export
@@ -129,9 +131,9 @@ def test_a_new_dense_task_trains_validates_predicts_and_exports(albedo_task, tmp
     from sapiens2_ft.training.cli import main as train
 
     root, run_dir = tmp_path / "data", tmp_path / "run"
-    write_albedo_data(root)
+    write_shading_data(root)
     summary = train([
-        "--config", str(albedo_task), "--run_dir", str(run_dir), "--data.root", str(root),
+        "--config", str(shading_task), "--run_dir", str(run_dir), "--data.root", str(root),
         "--data.input_size", json.dumps(list(SIZE)), "--data.batch_size", "2", "--data.num_workers", "0",
         "--model.size", "tiny", "--trainer.max_steps", "2", "--trainer.val_check_interval", "2",
         "--trainer.log_every_n_steps", "1", "--trainer.num_sanity_val_steps", "0",
@@ -148,16 +150,16 @@ def test_a_new_dense_task_trains_validates_predicts_and_exports(albedo_task, tmp
     assert any(r.get("val/mae") for r in rows)
     # What every run leaves, drawn by the task's own hooks: the data sheet, panels, predictions, diagnostics.
     assert (run_dir / "data_check.png").is_file()
-    assert {p.name.rsplit("_", 1)[0] for p in (run_dir / "overlays").glob("*.png")} == {"albedo"}
+    assert {p.name.rsplit("_", 1)[0] for p in (run_dir / "overlays").glob("*.png")} == {"shading"}
     saved = np.load(run_dir / "predictions" / "000.npy")
     assert saved.shape == SIZE and 0 <= saved.min() and saved.max() <= 1
-    assert list((run_dir / "diagnostics").rglob("albedo_error*"))
+    assert list((run_dir / "diagnostics").rglob("shading_error*"))
 
     # The run's export: transformers' own Auto class loads it, one output channel named by the task.
     exported = Path(summary["export"])
     model = AutoModelForNormalEstimation.from_pretrained(exported).eval()
-    assert type(model).__name__ == "Sapiens2ForNormalEstimation" and model.config.id2label == {0: "albedo"}
-    assert task_of_config(model.config) == "albedo"  # not "normal", whose class it shares
+    assert type(model).__name__ == "Sapiens2ForNormalEstimation" and model.config.id2label == {0: "shading"}
+    assert task_of_config(model.config) == "shading"  # not "normal", whose class it shares
     preprocessor = json.loads((exported / "preprocessor_config.json").read_text())
     assert preprocessor["size"] == {"height": SIZE[0], "width": SIZE[1]} and preprocessor["do_pad"] is True
     with torch.no_grad():
@@ -170,21 +172,21 @@ def test_a_new_dense_task_trains_validates_predicts_and_exports(albedo_task, tmp
     image = root / "val" / "images" / "001.png"
     out = predict(["--model", str(exported), "--input", str(image), "--out", str(tmp_path / "predicted"),
                    "--workers", "0", "--device", "cpu"])
-    albedo = np.load(out / "001.npy")
-    assert albedo.shape == cv2.imread(str(image)).shape[:2] and 0 <= albedo.min() and albedo.max() <= 1
-    assert cv2.imread(str(out / "001_albedo.png")).shape[:2] == albedo.shape
+    shading = np.load(out / "001.npy")
+    assert shading.shape == cv2.imread(str(image)).shape[:2] and 0 <= shading.min() and shading.max() <= 1
+    assert cv2.imread(str(out / "001_shading.png")).shape[:2] == shading.shape
 
     # Its inference object, on its own (the Python API): the files predict wrote, and what the web demo reports.
     predictor = sapiens2_ft.load(exported, device="cpu")
-    assert type(predictor.inference).__name__ == "AlbedoInference" and predictor.labels == ["albedo"]
+    assert type(predictor.inference).__name__ == "ShadingInference" and predictor.labels == ["shading"]
     [result] = predictor.predict(image)
-    assert result["maps"]["albedo"].shape == (1, *albedo.shape)
-    np.testing.assert_allclose(result["files"][".npy"], albedo, atol=1e-3)
-    assert 0 <= predictor.inference.findings(result["files"])["mean_albedo"] <= 1
+    assert result["maps"]["shading"].shape == (1, *shading.shape)
+    np.testing.assert_allclose(result["files"][".npy"], shading, atol=1e-3)
+    assert 0 <= predictor.inference.findings(result["files"])["mean_shading"] <= 1
 
 
-def test_a_checkpoint_of_another_task_of_the_same_class_gives_its_backbone_only(albedo_task, tmp_path):
-    """``normal`` and ``albedo`` share ``Sapiens2ForNormalEstimation``. A normal checkpoint as albedo's
+def test_a_checkpoint_of_another_task_of_the_same_class_gives_its_backbone_only(shading_task, tmp_path):
+    """``normal`` and ``shading`` share ``Sapiens2ForNormalEstimation``. A normal checkpoint as shading's
     ``model.pretrained`` (a released one records no task: its class's first task) gives its backbone and a new
     one-channel head, as a checkpoint of another class would; it used to keep the normal head's three channels."""
     from sapiens2_ft.tasks.registry import build_task_model, task_of_config
@@ -193,23 +195,23 @@ def test_a_checkpoint_of_another_task_of_the_same_class_gives_its_backbone_only(
     normal.config.architectures = [type(normal).__name__]
     normal.save_pretrained(tmp_path / "normal")
     assert task_of_config(normal.config) == "normal"
-    model, report = build_task_model("albedo", ["albedo"], SIZE, pretrained=str(tmp_path / "normal"))
-    assert (report.backbone, report.head, report.new) == ("pretrained", "new", ["albedo"])
-    assert model.decode_head.predictor.out_channels == 1 and model.config.id2label == {0: "albedo"}
+    model, report = build_task_model("shading", ["shading"], SIZE, pretrained=str(tmp_path / "normal"))
+    assert (report.backbone, report.head, report.new) == ("pretrained", "new", ["shading"])
+    assert model.decode_head.predictor.out_channels == 1 and model.config.id2label == {0: "shading"}
     for name, value in normal.model.state_dict().items():
         torch.testing.assert_close(model.model.state_dict()[name], value)
 
 
-def test_the_registry_checks_and_the_option_checks_hold_for_the_new_task(albedo_task):
+def test_the_registry_checks_and_the_option_checks_hold_for_the_new_task(shading_task):
     """Step 4: ``tests/tasks/test_registry.py``'s checks (parametrized over ``TASKS``) pass on the new entry, and
     its own option joins the base's problems in one list."""
     import test_registry  # tests/tasks/ is on sys.path under pytest
 
-    from sapiens2_ft.tasks.albedo.module import AlbedoModule
+    from sapiens2_ft.tasks.shading.module import ShadingModule
 
-    test_registry.test_each_entry_names_importable_classes_of_its_task("albedo")
+    test_registry.test_each_entry_names_importable_classes_of_its_task("shading")
     test_registry.test_dense_tasks_are_the_data_layers_target_specs()
-    test_registry.test_task_modules_keep_the_contract("albedo")
-    assert AlbedoModule.check_options(size="huge", gradient_weight=-1.0) == [
+    test_registry.test_task_modules_keep_the_contract("shading")
+    assert ShadingModule.check_options(size="huge", gradient_weight=-1.0) == [
         "model.size: 'huge' is not one of tiny, mini, 0.1b, 0.4b, 0.8b, 1b, 5b (model.pretrained is not set)",
         "model.gradient_weight: -1.0 is negative"]

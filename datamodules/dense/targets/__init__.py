@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
+from datamodules.dense.targets.albedo import ALBEDO
 from datamodules.dense.targets.matting import MATTING
 from datamodules.dense.targets.normal import NORMAL
 from datamodules.dense.targets.pointmap import POINTMAP
 from datamodules.dense.targets.seg import SEG
 from datamodules.dense.targets.spec import TargetSpec
 
-TARGETS: dict[str, TargetSpec] = {spec.task: spec for spec in (SEG, NORMAL, POINTMAP, MATTING)}
+TARGETS: dict[str, TargetSpec] = {spec.task: spec for spec in (SEG, NORMAL, POINTMAP, MATTING, ALBEDO)}
 DENSE_TASKS = tuple(TARGETS)
 DenseTask = Literal[DENSE_TASKS]  # the ``data.task`` choices
 

@@ -1,4 +1,4 @@
-"""Albedo errors: MAE, RMSE and the share of pixels within 0.05, reduced across processes by sums."""
+"""Shading errors: MAE, RMSE and the share of pixels within 0.05, reduced across processes by sums."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from sapiens2_ft.tasks.dense_maps import flatten_mask
 from sapiens2_ft.tasks.diagnostics import Bins, Diagnostics, error_histogram
 
 WITHIN = 0.05
-ERROR_BINS = Bins(1.0, 100)  # |albedo - albedo_gt| in bins of 0.01
+ERROR_BINS = Bins(1.0, 100)  # |shading - shading_gt| in bins of 0.01
 
 
-class AlbedoMetrics(Metric):
+class ShadingMetrics(Metric):
     """Over the valid pixels of all images: ``mae``, ``rmse`` and ``within_0.05`` (% of pixels with an error
-    below 0.05). ``diagnostics()``: the ``albedo_error`` histogram (``error_counts`` of the latest ``compute``)."""
+    below 0.05). ``diagnostics()``: the ``shading_error`` histogram (``error_counts`` of the latest ``compute``)."""
 
     is_differentiable = False
     higher_is_better = False
@@ -33,7 +33,7 @@ class AlbedoMetrics(Metric):
     def update(self, pred: Tensor, target: Tensor, mask: Tensor | None = None) -> None:
         """pred / target (B, 1, H, W) in [0, 1]; mask (B, [1,] H, W) of valid pixels (None: all)."""
         if pred.shape != target.shape or pred.ndim != 4 or pred.shape[1] != 1:
-            raise ValueError(f"AlbedoMetrics: expected pred and target (B, 1, H, W), got {tuple(pred.shape)} and "
+            raise ValueError(f"ShadingMetrics: expected pred and target (B, 1, H, W), got {tuple(pred.shape)} and "
                              f"{tuple(target.shape)}")
         error = (pred[:, 0] - target[:, 0]).abs().double()[flatten_mask(mask, pred)].to(self.device)
         self.pixels += error.numel()
@@ -48,5 +48,5 @@ class AlbedoMetrics(Metric):
         return {"mae": self.abs_sum / n, "rmse": (self.sq_sum / n).sqrt(), f"within_{WITHIN}": 100 * self.within / n}
 
     def diagnostics(self) -> Diagnostics:
-        return error_histogram("albedo_error", ERROR_BINS, self.error_counts, "|albedo - albedo_gt|",
-                               f"albedo error: {int(self.error_counts.sum())} pixels", log_y=True)
+        return error_histogram("shading_error", ERROR_BINS, self.error_counts, "|shading - shading_gt|",
+                               f"shading error: {int(self.error_counts.sum())} pixels", log_y=True)

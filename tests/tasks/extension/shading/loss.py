@@ -1,4 +1,4 @@
-"""Albedo loss: L1 of the grey reflectance over the valid pixels, plus L1 of its finite differences."""
+"""Shading loss: L1 of the grey shading over the valid pixels, plus L1 of its finite differences."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 from sapiens2_ft.tasks.dense_maps import as_mask, finite_differences, masked_mean
 
 
-def albedo_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None,
+def shading_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None,
                 gradient_weight: float = 0.5) -> dict[str, torch.Tensor]:
     """pred / target (B, 1, H, W) in [0, 1], mask (B, [1,] H, W) of valid pixels.
 
@@ -15,7 +15,7 @@ def albedo_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | N
     against the target's (pairs of valid pixels), and ``l1 + gradient_weight * gradient``.
     """
     if pred.shape != target.shape or pred.ndim != 4 or pred.shape[1] != 1:
-        raise ValueError(f"albedo_loss: expected pred and target (B, 1, H, W), got {tuple(pred.shape)} and "
+        raise ValueError(f"shading_loss: expected pred and target (B, 1, H, W), got {tuple(pred.shape)} and "
                          f"{tuple(target.shape)}")
     pred, target = pred.float(), target.float()
     m = as_mask(mask, pred)

@@ -1,21 +1,20 @@
-"""How albedo maps are drawn, everywhere (validation panels, data sheet, predict's sheets): grey, pixels outside
-the valid mask black."""
+"""How albedo is drawn, everywhere (validation panels, data sheet, predict's sheets, saved pictures): its colours
+as they are, the pixels outside the people black."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from sapiens2_ft.tasks.sample_pictures import SamplePicture, SheetLabels, image_and_target, sheet_map
-from sapiens2_ft.tasks.visualize import gray
 
 TITLE = "albedo"
 
 
 def picture(albedo: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """Albedo (H, W) in [0, 1] as RGB grey; pixels outside ``mask`` (H, W) black."""
-    out = gray(albedo)
+    """RGB albedo (H, W, 3) in [0, 1] as uint8 RGB; pixels outside ``mask`` (H, W) black."""
+    out = (np.clip(albedo, 0.0, 1.0) * 255).round().astype(np.uint8)
     if mask is not None:
-        out[~mask.astype(bool)] = 0
+        out[~np.asarray(mask, dtype=bool)] = 0
     return out
 
 
