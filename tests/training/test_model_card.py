@@ -52,14 +52,15 @@ def test_export_card_has_hub_metadata_and_the_exported_weights_metrics(pose_run,
     assert np.array_equal(cv2.imread(str(export / PICTURE_FILE)), overlay)
 
 
-def test_refreshed_results_replace_the_same_data_and_keep_other_data(pose_run, tmp_path):
+def test_refreshed_results_replace_the_same_data_and_keep_other_data(pose_run, tiny_coco, tmp_path):
     export = shutil.copytree(pose_run[1]["export"], tmp_path / "export")
-    assert list(card_metrics(export)) == ["coco0"] and "AR75" in card_metrics(export)["coco0"]
-    refresh_results(export, "pose", {"AP": 0.5, "AP50": 0.75}, dataset_entry("/data/coco0"))
+    data = tiny_coco.name  # the run's data, named by its folder (coco0, coco1, ...: the order tests made them in)
+    assert list(card_metrics(export)) == [data] and "AR75" in card_metrics(export)[data]
+    refresh_results(export, "pose", {"AP": 0.5, "AP50": 0.75}, dataset_entry(f"/data/{data}"))
     refresh_results(export, "pose", {"AP": 0.25}, dataset_entry("/data/people", "detected boxes"))
-    assert card_metrics(export) == {"coco0": {"AP": 0.5, "AP50": 0.75}, "people (detected boxes)": {"AP": 0.25}}
+    assert card_metrics(export) == {data: {"AP": 0.5, "AP50": 0.75}, "people (detected boxes)": {"AP": 0.25}}
     text = (export / CARD_FILE).read_text()
-    assert "| coco0 | 0.5000 | 0.7500 |" in text and "| people (detected boxes) | 0.2500 |  |" in text
+    assert f"| {data} | 0.5000 | 0.7500 |" in text and "| people (detected boxes) | 0.2500 |  |" in text
     assert text.count("## How to use") == 1 and text.count("## Results") == 1 and "AR75" not in text.split("---")[2]
 
 
