@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -27,6 +28,11 @@ def _close(found: dict, expected: dict) -> None:
     assert set(found) == set(expected), (sorted(found), sorted(expected))
     for key, value in expected.items():
         assert found[key] == pytest.approx(value, rel=RTOL, abs=1e-7), (key, found[key], value)
+
+
+def _own_export(run_dir, tmp_path):
+    """A copy of the shared run's export: evaluate refreshes an export's model card, which other tests read."""
+    return shutil.copytree(run_dir / "export", tmp_path / "model")
 
 
 def _val_row(run_dir, step: int) -> dict:
@@ -61,8 +67,8 @@ def test_pose_checkpoint_and_export_give_the_runs_metrics(pose_run, tiny_coco, t
     assert check.stats[5] == pytest.approx(last["metrics"]["AR"], abs=1e-9)
 
     best = summary["best_checkpoint"]  # the export is of the best checkpoint; the recipe settings are the run's
-    exported = evaluate.main([*_pose_data(tiny_coco), "--model.sigma", "2", "--model", str(run_dir / "export"),
-                              "--out", str(tmp_path / "export")])
+    exported = evaluate.main([*_pose_data(tiny_coco), "--model.sigma", "2", "--model",
+                              str(_own_export(run_dir, tmp_path)), "--out", str(tmp_path / "export")])
     _close(exported["metrics"], _val_row(run_dir, int(best.rsplit("step", 1)[1].split(".")[0])))
     for name in ("metrics.json", "diagnostics/keypoints.csv", "panels/pose_0.png"):
         assert (tmp_path / "export" / name).is_file(), name
@@ -110,7 +116,7 @@ def test_pose_boxes_from_a_detector(pose_run, tiny_coco, tiny_detector_dir, tmp_
 
     run_dir, _ = pose_run
     out = tmp_path / "det"
-    found = evaluate.main([*_pose_data(tiny_coco), "--model", str(run_dir / "export"), "--out", str(out),
+    found = evaluate.main([*_pose_data(tiny_coco), "--model", str(_own_export(run_dir, tmp_path)), "--out", str(out),
                            "--detector", str(tiny_detector_dir), "--det_threshold", "0.005"])
     boxes = json.loads((out / "val_detections.json").read_text())
     instances, _ = load_detections(out / "val_detections.json", tiny_coco / VAL_ANN, tiny_coco / "val2017",
