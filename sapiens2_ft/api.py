@@ -141,12 +141,7 @@ class Predictor:
 
         names, arrays = read_images(images)
         takes_boxes = self.inference.takes_person_boxes
-        if boxes is not None and not takes_boxes:
-            raise ValueError(f"boxes are for pose models (they take person boxes); this one is {self.task}")
-        if focal is not None and not self.inference.takes_focal:
-            raise ValueError(f"focal is for pointmap models; this one is {self.task}")
-        if takes_boxes and boxes is None:
-            boxes = self.detector()
+        boxes = self._boxes(boxes, focal)
         if boxes is not None and not callable(boxes) and not isinstance(boxes, str) and len(boxes) != len(arrays):
             raise ValueError(f"boxes: {len(boxes)} entries for {len(arrays)} images (one array per image)")
         results: list[dict] = []
@@ -162,6 +157,15 @@ class Predictor:
                                     "maps": {k: v[0].float().cpu().numpy() for k, v in maps.items()},
                                     "files": self.inference.files(maps, 0, image)})
         return results
+
+    def _boxes(self, boxes: Boxes, focal: float | None) -> Boxes:
+        """``boxes`` and ``focal`` checked against what the model takes; pose's default boxes: the detector."""
+        takes_boxes = self.inference.takes_person_boxes
+        if boxes is not None and not takes_boxes:
+            raise ValueError(f"boxes are for pose models (they take person boxes); this one is {self.task}")
+        if focal is not None and not self.inference.takes_focal:
+            raise ValueError(f"focal is for pointmap models; this one is {self.task}")
+        return self.detector() if takes_boxes and boxes is None else boxes
 
     def stream(self, frames: Iterable, fps: float = 30.0, boxes: Boxes = None, smooth=False, batch_size: int = 8,
                focal: float | None = None) -> Iterator[dict]:
@@ -183,12 +187,7 @@ class Predictor:
         if options is not None and options.problems():
             raise ValueError("smooth: " + "; ".join(options.problems()))
         takes_boxes = self.inference.takes_person_boxes
-        if boxes is not None and not takes_boxes:
-            raise ValueError(f"boxes are for pose models (they take person boxes); this one is {self.task}")
-        if focal is not None and not self.inference.takes_focal:
-            raise ValueError(f"focal is for pointmap models; this one is {self.task}")
-        if takes_boxes and boxes is None:
-            boxes = self.detector()
+        boxes = self._boxes(boxes, focal)
         people = VideoPeople(fps, options)
         blend = MapBlend(options.map_weight if options is not None else 1.0)
         index = 0
