@@ -24,6 +24,7 @@ from datamodules.dense.files import list_samples
 from datamodules.dense.geometry import (
     NearestWarp, compose, rotation_matrix, scale_offset_matrix, stretch_matrix, warp_nearest, warp_sample,
 )
+from datamodules.dense.targets import TARGETS
 from datamodules.dense.transforms import DenseTransform
 from opencv_paths import PATHS, set_path
 
@@ -77,7 +78,7 @@ def test_separable_and_general_gathers_agree():
 
 
 def _samples(dense_root):
-    for task in ("seg", "normal", "pointmap", "matting"):
+    for task in TARGETS:  # every dense task's maps, albedo's included
         samples, _ = list_samples(dense_root, "train", task)
         yield task, load_sample(samples[2], task, 29)
 
@@ -89,10 +90,11 @@ def _augmented(dense_root, seeds=range(4)):
         augment = dict(flip_prob=0.5)
         if task != "matting":
             augment.update(scale_prob=1.0, crop_prob=1.0, rotate_prob=1.0 if task != "pointmap" else 0.0)
-        train = DenseTransform(SIZE, resolve_augment(augment, task), num_classes=29)
+        maps = TARGETS[task].maps  # the warps a task's own map kinds declare (albedo's)
+        train = DenseTransform(SIZE, resolve_augment(augment, task), num_classes=29, maps=maps)
         for seed in seeds:
             out[task, seed] = train(data, np.random.default_rng(seed))
-        out[task, "val"] = DenseTransform(SIZE, num_classes=29)(data)
+        out[task, "val"] = DenseTransform(SIZE, num_classes=29, maps=maps)(data)
     return out
 
 
@@ -132,9 +134,11 @@ def test_flipped_pipelines_are_exact_mirrors(dense_root, opencv_path):
         extra = {"seg": dict(rotate_prob=1.0, noise_prob=1.0, dropout_prob=1.0, photometric_prob=1.0),
                  "normal": dict(crop_prob=1.0, scale_prob=1.0, rotate_prob=1.0, noise_prob=1.0, blur_prob=1.0),
                  "pointmap": dict(crop_prob=1.0, scale_prob=1.0, dropout_prob=1.0),
-                 "matting": dict(photometric_prob=1.0, dropout_prob=1.0)}[task]
-        plain, flipped = (DenseTransform(SIZE, resolve_augment(dict(extra, flip_prob=flip), task), num_classes=29)(
-            data, np.random.default_rng(5)) for flip in (0.0, 1.0))
+                 "matting": dict(photometric_prob=1.0, dropout_prob=1.0),
+                 "albedo": dict(crop_prob=1.0, scale_prob=1.0, rotate_prob=1.0, photometric_prob=1.0)}[task]
+        plain, flipped = (DenseTransform(SIZE, resolve_augment(dict(extra, flip_prob=flip), task), num_classes=29,
+                                         maps=TARGETS[task].maps)(data, np.random.default_rng(5))
+                          for flip in (0.0, 1.0))
         assert np.array_equal(flipped["image"][:, ::-1], plain["image"]), task
         if "labels" in plain:
             assert np.array_equal(flipped["labels"][:, ::-1], table[plain["labels"]])
@@ -142,6 +146,8 @@ def test_flipped_pipelines_are_exact_mirrors(dense_root, opencv_path):
             np.testing.assert_array_equal(flipped["normals"][:, ::-1] * [-1, 1, 1], plain["normals"])
         if "mask" in plain:
             assert np.array_equal(flipped["mask"][:, ::-1], plain["mask"]), task
+        if "albedo" in plain:
+            assert np.array_equal(flipped["albedo"][:, ::-1], plain["albedo"]), task
 
 
 def test_warp_sample_nearest_maps_do_not_use_opencv(opencv_path):
