@@ -32,7 +32,7 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 
 from datamodules.coco_keypoints import load_instances  # noqa: E402
-from datamodules.images import read_image  # noqa: E402
+from datamodules.boundary.images import read_image  # noqa: E402
 from datamodules.keypoints.metainfo import load_metainfo  # noqa: E402
 from datamodules.pose_dataset import TopdownPoseDataset  # noqa: E402
 from datamodules.transforms import affine  # noqa: E402

@@ -16,9 +16,9 @@ from lightning.pytorch.utilities import rank_zero_info
 
 from datamodules.columns import StringTable
 from datamodules.errors import DataError
-from datamodules.json_files import check_json_size, read_json
+from datamodules.boundary.files import read_json
 from datamodules.keypoints.metainfo import KeypointMetainfo, normalise_name
-from datamodules.paths import inside
+from datamodules.boundary.folders import inside
 from datamodules.pose_instances import PoseInstance, PoseInstances  # noqa: F401 (PoseInstance: re-exported)
 
 
@@ -26,10 +26,8 @@ def read_coco(ann_file: Path) -> dict:
     """A COCO json as a dict with the lists ``images``, ``annotations`` and ``categories``, else a DataError."""
     if not ann_file.exists():
         raise DataError(f"annotation file not found: {ann_file}")
-    check_json_size(ann_file)
     try:
-        with open(ann_file, "rb") as f:
-            data = json.load(f)
+        data = read_json(ann_file)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise DataError(f"{ann_file}: not a COCO annotation file ({type(err).__name__}: {err})") from err
     if not isinstance(data, dict) or not all(isinstance(data.get(k, []), list)

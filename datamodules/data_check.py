@@ -21,9 +21,9 @@ from datamodules.coco_keypoints import KeypointOrder, clip_box
 from datamodules.dense.files import list_images
 from datamodules.dense.targets import target_spec
 from datamodules.errors import DataError
-from datamodules.images import read_image
-from datamodules.json_files import read_json
-from datamodules.paths import inside
+from datamodules.boundary.images import read_image
+from datamodules.boundary.files import read_json
+from datamodules.boundary.folders import inside
 from datamodules.keypoints.metainfo import KeypointMetainfo
 
 BBOX_TOLERANCE = 1.0  # pixels a box may reach beyond the image border

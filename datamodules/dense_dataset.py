@@ -15,7 +15,7 @@ from datamodules.dense.geometry import CANONICAL_FOCAL
 from datamodules.dense.targets import target_spec
 from datamodules.dense.targets.readers import chw
 from datamodules.dense.transforms import DenseTransform
-from datamodules.images import read_image
+from datamodules.boundary.images import read_image
 from datamodules.loaders import FilteredSample, is_padding, replace_bad_samples, sample_rng
 from datamodules.shards.index import ShardFiles
 
@@ -82,8 +82,8 @@ class DenseDataset(Dataset):
         sample = self.samples[index]
         if self.files is None:
             return sample
-        return DenseSample(sample.name, self.files["image"].open(index, str(sample.image)),
-                           {kind: self.files[kind].open(index, str(path)) for kind, path in sample.files.items()})
+        return DenseSample(sample.name, self.files["image"].member(index, str(sample.image)),
+                           {kind: self.files[kind].member(index, str(path)) for kind, path in sample.files.items()})
 
     def rng(self) -> np.random.Generator:
         """Fallback for plain integer keys: one generator per worker, seeded from torch. The training

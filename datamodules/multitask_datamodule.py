@@ -27,7 +27,7 @@ from datamodules.dense.files import DenseSample, list_samples
 from datamodules.dense.transforms import DenseTransform
 from datamodules.errors import DataError
 from datamodules.hparams import as_dataclass
-from datamodules.images import read_image
+from datamodules.boundary.images import read_image
 from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.loaders import is_padding, replace_bad_samples, sample_rng
 from datamodules.pose_dataset import TopdownPoseDataset

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from datamodules.images import read_image
+from datamodules.boundary.images import read_image
 from datamodules.keypoints.metainfo import KeypointMetainfo
 from datamodules.loaders import is_padding, replace_bad_samples, sample_rng
 from datamodules.pose_instances import PoseInstance, PoseInstances, as_instances
@@ -99,7 +99,7 @@ class TopdownPoseDataset(Dataset):
         inst = self.instances[index]
         visible = inst.visibility > 0
         matrix, flip = self._crop(inst, visible, rng)
-        source = inst.image_path if self.image_files is None else self.image_files.open(
+        source = inst.image_path if self.image_files is None else self.image_files.member(
             int(self.instances.image_index[index]), inst.image_path)
         image = affine.warp_image(read_image(source), matrix, self.input_size,
                                   affine.crop_interpolation(matrix))

@@ -11,6 +11,8 @@ The Python API (docs/python_api.md), imported on first use so that ``import sapi
 
 from typing import TYPE_CHECKING
 
+import datamodules.boundary  # noqa: F401  (sets OpenCV's pixel limit before any module loads OpenCV)
+
 if TYPE_CHECKING:
     from sapiens2_ft.api import Predictor, load, train
 

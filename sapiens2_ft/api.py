@@ -246,7 +246,7 @@ def person_boxes(boxes: Boxes, images: list[np.ndarray], start: int) -> list[np.
 
 def read_images(images: ImagesLike) -> tuple[list, list[np.ndarray]]:
     """(names, RGB uint8 arrays) of a path (image or folder), an array or a list of either."""
-    from datamodules.images import read_image
+    from datamodules.boundary.images import read_image
     from sapiens2_ft.predict.inputs import list_images
 
     if isinstance(images, (str, Path)):

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from datamodules.paths import inside
+from datamodules.boundary.folders import inside
 from sapiens2_ft.check_data import DataCheckCLI
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR, box_iou, xywh_to_xyxy
 from sapiens2_ft.predict.boxes import add_box_arguments, box_argument_problems, box_source

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
+import datamodules.boundary  # noqa: F401  (before cv2: sets OpenCV's pixel limit, as every command of ours does)
 import cv2
 import numpy as np
 import pytest
@@ -16,6 +20,10 @@ from opencv_paths import opencv_path  # noqa: F401  (a fixture for every test)
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The user's cache (shard downloads, data indexes) of this test process and what it starts: never the real one.
+if "SAPIENS2_FT_CACHE" not in os.environ:
+    os.environ["SAPIENS2_FT_CACHE"] = tempfile.mkdtemp(prefix="sapiens2-ft-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["SAPIENS2_FT_CACHE"], True)
 if os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n 2`: each worker (and what it starts) computes on one thread, so
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # two workers share two cores instead of oversubscribing them
 

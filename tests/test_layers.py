@@ -14,26 +14,28 @@ PACKAGES = ("datamodules", "sapiens2_ft")
 # Module prefix -> layer (lowest first); the longest matching prefix decides. Every module must match one: each
 # top-level module of sapiens2_ft is listed, so a new one fails here until it is given a layer.
 LAYERS = {
-    "datamodules": 0,  # data
-    "sapiens2_ft.compat": 1,  # Lightning / torchmetrics internals, below everything of sapiens2_ft
-    "sapiens2_ft.resources": 1,  # where the shipped configs/ and assets/ are (imports nothing of ours)
-    "sapiens2_ft.problems": 1,  # every problem of a command's arguments in one message (imports nothing of ours)
-    "sapiens2_ft.models": 1,
-    "sapiens2_ft.tasks": 2,
-    "sapiens2_ft.training": 3,
-    "sapiens2_ft.predict": 4,
-    "sapiens2_ft.app": 4,
-    "sapiens2_ft.convert": 4,
-    "sapiens2_ft.detect": 4,
-    "sapiens2_ft.export": 4,
-    "sapiens2_ft.evaluate": 4,
-    "sapiens2_ft.check_data": 4,
-    "sapiens2_ft.write_shards": 4,
-    "sapiens2_ft.memory": 4,
-    "sapiens2_ft.console": 4,
-    "sapiens2_ft.api": 4,
+    "datamodules.boundary": 0,  # every file, folder and URL a user is handed is read (and named folders written) here
+    "datamodules.errors": 0,  # the data errors, which the boundary raises
+    "datamodules": 1,  # data
+    "sapiens2_ft.compat": 2,  # Lightning / torchmetrics internals, below everything of sapiens2_ft
+    "sapiens2_ft.resources": 2,  # where the shipped configs/ and assets/ are (imports nothing of ours)
+    "sapiens2_ft.problems": 2,  # every problem of a command's arguments in one message (imports nothing of ours)
+    "sapiens2_ft.models": 2,
+    "sapiens2_ft.tasks": 3,
+    "sapiens2_ft.training": 4,
+    "sapiens2_ft.predict": 5,
+    "sapiens2_ft.app": 5,
+    "sapiens2_ft.convert": 5,
+    "sapiens2_ft.detect": 5,
+    "sapiens2_ft.export": 5,
+    "sapiens2_ft.evaluate": 5,
+    "sapiens2_ft.check_data": 5,
+    "sapiens2_ft.write_shards": 5,
+    "sapiens2_ft.memory": 5,
+    "sapiens2_ft.console": 5,
+    "sapiens2_ft.api": 5,
 }
-LAYER_NAMES = ("data", "models", "tasks", "training", "apps")
+LAYER_NAMES = ("boundary", "data", "models", "tasks", "training", "apps")
 SHARED_TASK_MODULES = {"registry", "heads", "base", "dense_maps", "visualize",  # tasks/*.py: any task may use them
                        "sample_pictures", "sample_sheet", "diagnostics", "inference", "saved_model"}
 
@@ -66,7 +68,7 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
-PACKAGE_ROOT = ("sapiens2_ft", 4)  # the package's __init__ itself (the lazy Python API), matched exactly
+PACKAGE_ROOT = ("sapiens2_ft", 5)  # the package's __init__ itself (the lazy Python API), matched exactly
 
 
 def layer_of(name: str) -> int:
@@ -133,8 +135,9 @@ def test_the_graph_sees_imports():
     assert "datamodules.dense.targets.spec" in edges["datamodules.dense.targets.seg"]  # absolute
     assert "datamodules.synthetic.generate" in edges["datamodules.synthetic"]  # relative, from a package
     assert "datamodules.synthetic" in edges["datamodules.synthetic_data"]  # inside a function
-    assert layer_of("sapiens2_ft.training.cli") == 3 and layer_of("sapiens2_ft.compat") == 1
-    assert layer_of("sapiens2_ft") == 4
+    assert layer_of("sapiens2_ft.training.cli") == 4 and layer_of("sapiens2_ft.compat") == 2
+    assert layer_of("sapiens2_ft") == 5 and layer_of("datamodules.boundary.images") == 0
+    assert "datamodules.boundary.limits" in edges["datamodules.boundary.images"]
 
 
 def test_a_new_top_level_module_is_in_no_layer():

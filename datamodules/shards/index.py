@@ -3,15 +3,15 @@ samples as columns, and where each of their files lies in the shards). Read back
 
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
 
+from datamodules.boundary.arrays import read_npz
+from datamodules.boundary.files import StoredFile, read_json
 from datamodules.columns import StringTable, frozen
 from datamodules.dense.files import DenseSamples
-from datamodules.errors import DataError
-from datamodules.file_bytes import StoredFile
+from datamodules.errors import DataError, RefusedInput
 from datamodules.pose_instances import COLUMNS, PoseInstances
 from datamodules.shards.store import ShardStore
 
@@ -28,7 +28,7 @@ class ShardFiles:
         self.shard, self.offset, self.size = (frozen(np.asarray(a, t)) for a, t in
                                               ((shard, np.int32), (offset, np.int64), (size, np.int64)))
 
-    def open(self, entry: int, name: str) -> StoredFile | None:
+    def member(self, entry: int, name: str) -> StoredFile | None:
         """The file of ``entry`` (named ``name`` in messages); None when it has none."""
         size = int(self.size[entry])
         if size < 0:
@@ -50,18 +50,19 @@ class ShardIndex:
         self.store = store
         meta_path = store.path(INDEX)
         try:
-            self.meta = json.loads(meta_path.read_text())
+            self.meta = read_json(meta_path)
+        except RefusedInput:
+            raise
         except (OSError, ValueError) as err:
             raise DataError(f"{store.location}: {INDEX} is not a shard index ({err})") from err
-        if self.meta.get("format") != FORMAT or self.meta.get("version") != VERSION:
+        if not isinstance(self.meta, dict) or self.meta.get("format") != FORMAT or self.meta.get("version") != VERSION:
             raise DataError(f"{store.location}: {INDEX} is not a version-{VERSION} index of {FORMAT} "
                             f"(written by python -m sapiens2_ft.write_shards)")
         names = [*self.meta.get("shards", []), *self.meta.get("copies", [])]
         outside = [n for n in names if not (isinstance(n, str) and re.fullmatch(r"[\w.-]+", n) and n.strip("."))]
         if outside:
             raise DataError(f"{store.location}: {INDEX} names files outside its folder: {outside[:3]}")
-        with np.load(store.path(ARRAYS), allow_pickle=False) as stored:
-            self.arrays = {name: stored[name] for name in stored.files}
+        self.arrays = read_npz(store.path(ARRAYS))
 
     @property
     def kind(self) -> str:

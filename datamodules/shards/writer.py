@@ -8,8 +8,6 @@ a sample read from the shards is the one read from the files. One WebDataset sam
 
 from __future__ import annotations
 
-import json
-import shutil
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +15,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from datamodules.boundary.files import read_bytes
+from datamodules.boundary.writes import copy_file, replacing, write_json
 from datamodules.dense_dataset import DenseDataset
 from datamodules.errors import DataError
-from datamodules.file_bytes import file_content
 from datamodules.pose_dataset import TopdownPoseDataset
 from datamodules.shards.index import ARRAYS, FORMAT, INDEX, VERSION
 
@@ -73,7 +72,7 @@ def write_shards(out: Path, splits: dict[str, list[Part]], copies: dict[str, Pat
                 files[key] = entries(part)
                 for n, members in enumerate(tqdm(files[key], desc=f"{split} {part.name}", unit="sample")):
                     try:
-                        sample = {name: file_content(path) for name, path in members.items()}
+                        sample = {name: read_bytes(path) for name, path in members.items()}
                     except OSError as err:
                         raise DataError(f"cannot read {err.filename} ({err.strerror})") from err
                     sink.write({"__key__": f"{key}_{n:09d}", **sample})
@@ -89,15 +88,16 @@ def write_shards(out: Path, splits: dict[str, list[Part]], copies: dict[str, Pat
             arrays.update(part_arrays(key, part, files[key], where, pose))
             part_meta[key] = {"entries": len(files[key]),
                               "kinds": [] if pose else list(part.dataset.samples.files)}
-    np.savez(out / ARRAYS, **arrays)
+    with replacing(out, ARRAYS) as temporary:
+        np.savez(temporary, **arrays)
     for name, source in (copies or {}).items():
-        shutil.copyfile(source, out / name)
+        copy_file(source, out, name)
     index = {"format": FORMAT, "version": VERSION, "kind": "pose" if pose else "dense", **(meta or {}),
              "splits": {split: [{"key": keys[id(p)], "name": p.name, "repeat": p.repeat} for p in parts]
                         for split, parts in splits.items()},
              "parts": part_meta, "shards": shards, "copies": sorted(copies or {}),
              "bytes": sum((out / s).stat().st_size for s in shards)}
-    (out / INDEX).write_text(json.dumps(index, indent=1))
+    write_json(out, INDEX, index, indent=1)
     return index
 
 

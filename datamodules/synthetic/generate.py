@@ -18,7 +18,6 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..index_cache import FOLDER as INDEX_CACHE
 from . import in_use
 from .scene import render_sample
 from .writer import (
@@ -42,8 +41,8 @@ CONVENTIONS = {
     "foreground": "RGB figure colour un-mixed from the background (0 where alpha is 0)",
     "albedo": "RGB base colour of the surface before lighting where a figure covers the pixel centre, 0 elsewhere",
 }
-_OWN_FILE = re.compile(  # what the generator writes, and the indexes the data modules cache of its annotations
-    r"dataset\.json|annotations/(train|val)\.json|annotations/" + re.escape(INDEX_CACHE) + r"/[^/]+|(train|val)/("
+_OWN_FILE = re.compile(  # what the generator writes
+    r"dataset\.json|annotations/(train|val)\.json|(train|val)/("
     + "|".join(DENSE_FOLDERS) + r")/\d+\.(png|npy|txt)"
 )
 

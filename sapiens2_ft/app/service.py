@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from datamodules.errors import DataError
-from datamodules.images import read_image
+from datamodules.boundary.images import read_image
 from sapiens2_ft.predict.boxes import BoxSource, whole_image
 from sapiens2_ft.predict.run import Model, infer_chunk
 from sapiens2_ft.predict.sheet import sheet

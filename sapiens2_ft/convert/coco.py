@@ -20,9 +20,9 @@ from pycocotools import mask as mask_utils
 
 from datamodules.data_check import DataReport
 from datamodules.errors import DataError
-from datamodules.images import file_size
-from datamodules.json_files import read_json
-from datamodules.paths import inside
+from datamodules.boundary.images import file_size
+from datamodules.boundary.files import read_json
+from datamodules.boundary.folders import inside
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person, Region
 
 

@@ -19,8 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from datamodules.data_check import DataReport
-from datamodules.images import file_size, max_pixels
-from datamodules.paths import inside
+from datamodules.boundary.images import file_size
+from datamodules.boundary.limits import max_pixels
+from datamodules.boundary.folders import inside
 from sapiens2_ft.convert import coco, cvat_masks
 from sapiens2_ft.convert.records import ConvertError, ImageRecord
 from sapiens2_ft.convert.shapes import Shape, at, decode_counts_rle, people_from_shapes, regions_from_shapes

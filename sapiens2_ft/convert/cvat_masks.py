@@ -21,8 +21,8 @@ import numpy as np
 
 from datamodules.data_check import DataReport
 from datamodules.errors import DataError
-from datamodules.images import decode, read_bytes
-from datamodules.paths import inside
+from datamodules.boundary.images import decode, read_bytes
+from datamodules.boundary.folders import inside
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Region
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")

@@ -22,7 +22,7 @@ import numpy as np
 from datamodules.data_check import DataReport
 from datamodules.dense.files import IMAGE_SUFFIXES
 from datamodules.errors import DataError
-from datamodules.json_files import read_json
+from datamodules.boundary.files import read_json
 from sapiens2_ft.convert.labelme import as_points
 from sapiens2_ft.convert.records import ConvertError, ImageRecord
 from sapiens2_ft.convert.shapes import Shape, at, people_from_shapes, regions_from_shapes

@@ -22,10 +22,11 @@ from tqdm import tqdm
 
 from datamodules.data_check import DataReport
 from datamodules.errors import DataError
-from datamodules.images import decode, file_size, header_size, max_pixels
-from datamodules.json_files import read_json
+from datamodules.boundary.images import decode, file_size, header_size
+from datamodules.boundary.limits import max_pixels
+from datamodules.boundary.files import read_json
 from datamodules.keypoints.metainfo import KeypointMetainfo
-from datamodules.paths import inside
+from datamodules.boundary.folders import inside
 from sapiens2_ft.convert.records import ConvertError, ImageRecord
 from sapiens2_ft.convert.shapes import Shape, people_from_shapes, regions_from_shapes
 

@@ -26,7 +26,7 @@ from datamodules.data_check import DataReport, check_coco, check_dense
 from datamodules.dense.files import IMAGE_SUFFIXES
 from datamodules.dense.targets.seg import IGNORE_INDEX, SEG
 from datamodules.errors import DataError
-from datamodules.images import decode, read_image
+from datamodules.boundary.images import decode, read_image
 from datamodules.keypoints.metainfo import KeypointMetainfo
 from sapiens2_ft.convert.names import NameMap
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person

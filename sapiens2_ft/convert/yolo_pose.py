@@ -21,7 +21,7 @@ import yaml
 from datamodules.data_check import DataReport
 from datamodules.dense.files import IMAGE_SUFFIXES
 from datamodules.keypoints.metainfo import KeypointMetainfo
-from datamodules.paths import inside
+from datamodules.boundary.folders import inside
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person
 
 SPLITS = ("train", "val", "test")

@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from datamodules.json_files import read_json
+from datamodules.boundary.files import read_json
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR, DetectorError, PersonDetector
 from sapiens2_ft.predict.loading import load_inference
 from sapiens2_ft.tasks.seg.boxes import boxes_from_foreground

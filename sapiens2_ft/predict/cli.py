@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from datamodules.images import MAX_PIXELS, MAX_PIXELS_ENV
+from datamodules.boundary.limits import MAX_PIXELS, MAX_PIXELS_ENV
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR
 from sapiens2_ft.predict.boxes import (FileBoxes, add_box_arguments, box_argument_problems, box_source, read_boxes,
                                        whole_image)

@@ -14,7 +14,7 @@ import numpy as np
 from tqdm import tqdm
 
 from datamodules.errors import DataError
-from datamodules.images import read_image
+from datamodules.boundary.images import read_image
 
 T = TypeVar("T")
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
@@ -40,7 +40,7 @@ def check_out(out: Path, source: Path) -> None:
 
 def read_or_warn(path: Path, limit: int | None = None) -> np.ndarray | None:
     """The RGB image at ``path``, or None after a warning naming it when it cannot be read or has more than
-    ``limit`` pixels (default: ``datamodules.images.max_pixels``)."""
+    ``limit`` pixels (default: ``datamodules.boundary.limits.max_pixels``)."""
     try:
         return read_image(str(path), limit)
     except DataError as err:

@@ -12,7 +12,7 @@ import torch
 
 from datamodules.body_parts import HEAD_PARTS, SAPIENS2_PART_CLASSES
 from datamodules.coco_keypoints import load_detections
-from datamodules.images import read_image
+from datamodules.boundary.images import read_image
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft import detect, predict
 from sapiens2_ft.models.detector import PersonDetector

@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from datamodules.images import read_image
+from datamodules.boundary.images import read_image
 from sapiens2_ft import predict
 from sapiens2_ft.predict.video import IoUTracker
 

@@ -12,7 +12,7 @@ import torch
 from hub_cache import use_hub_cache
 
 import sapiens2_ft
-from datamodules.images import read_image
+from datamodules.boundary.images import read_image
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft import evaluate, predict
 from sapiens2_ft.predict.loading import load_inference

@@ -17,8 +17,8 @@ import pytest
 from datamodules.coco_keypoints import read_coco
 from datamodules.data_check import DataReport, check_dense
 from datamodules.errors import DataError
-from datamodules.images import MAX_PIXELS_ENV, header_size, read_image
-from datamodules.json_files import MAX_JSON_ENV
+from datamodules.boundary.images import header_size, read_image
+from datamodules.boundary.limits import MAX_JSON_ENV, MAX_PIXELS_ENV
 from sapiens2_ft.convert import convert
 from sapiens2_ft.predict import cli as predict
 
@@ -71,9 +71,9 @@ def test_an_image_above_the_limit_is_refused_undecoded(tmp_path, monkeypatch, de
     with pytest.raises(DataError, match="10x20 pixels, above the limit of 199"):
         read_image(str(small))
     assert decoded == []
-    # above OpenCV's own limit (2^30 pixels): its error is this file's problem, not a crash
+    # above OpenCV's own limit (set from ours when it loaded): its error is this file's problem, not a crash
     monkeypatch.setenv(MAX_PIXELS_ENV, "1e10")
-    with pytest.raises(DataError, match=r"cannot read image .*huge\.png: OpenCV: "):
+    with pytest.raises(DataError, match=r"cannot read image .*huge\.png: above OpenCV's own limit of 100,000,000 "):
         read_image(str(png_bomb(tmp_path / "huge.png", 50000, valid=False)))
 
 
@@ -132,6 +132,7 @@ def test_masks_are_no_larger_than_their_image(tmp_path, decoded):
 def test_a_json_file_above_the_limit_is_refused_unread(tiny_coco, monkeypatch):
     ann = tiny_coco / "annotations" / "person_keypoints_val2017.json"
     monkeypatch.setenv(MAX_JSON_ENV, "1000")
-    with pytest.raises(DataError, match=rf"{ann.name} is [\d,]+ bytes, above the limit of 1,000 for a JSON file "
+    with pytest.raises(DataError, match=rf"{ann.name} is [\d,]+ bytes, above the limit of 1,000 for an annotation "
+                                        rf"\(JSON, XML\) file "
                                         rf"\(raise it with {MAX_JSON_ENV}"):
         read_coco(ann)

@@ -13,7 +13,6 @@ from conftest import write_coco
 import datamodules.coco_index as coco_index
 from datamodules.columns import StringTable
 from datamodules.errors import DataError
-from datamodules.index_cache import FOLDER
 from datamodules.pose_datamodule import PoseDataModule
 
 TRAIN_ANN = "annotations/person_keypoints_train2017.json"
@@ -21,7 +20,14 @@ VAL_ANN = "annotations/person_keypoints_val2017.json"
 
 
 @pytest.fixture
-def coco(tmp_path) -> Path:
+def cached(tmp_path, monkeypatch):
+    """The index cache files of this test (the user's cache made a folder of its own)."""
+    monkeypatch.setenv("SAPIENS2_FT_CACHE", str(tmp_path / "user-cache"))
+    return lambda: sorted((tmp_path / "user-cache" / "index").iterdir())
+
+
+@pytest.fixture
+def coco(tmp_path, cached) -> Path:
     write_coco(tmp_path, "train2017", "person_keypoints_train2017.json", num_images=3, seed=5)
     write_coco(tmp_path, "val2017", "person_keypoints_val2017.json", num_images=1, seed=6)
     return tmp_path
@@ -47,11 +53,11 @@ def fit(root: Path, **kwargs) -> PoseDataModule:
     return dm
 
 
-def test_the_first_process_builds_the_index_and_the_others_read_it(coco, builds):
+def test_the_first_process_builds_the_index_and_the_others_read_it(coco, builds, cached):
     datamodule(coco).prepare_data()  # what Lightning runs on each node's first process before the others' setup
     assert sorted(builds) == ["person_keypoints_train2017.json", "person_keypoints_val2017.json"]
-    cached = sorted(p.name for p in (coco / "annotations" / FOLDER).iterdir())
-    assert len(cached) == 2 and all(name.endswith(".npz") for name in cached)
+    names = [p.name for p in cached()]
+    assert len(names) == 2 and all(name.endswith(".npz") for name in names)
     builds.clear()
     dm = fit(coco)
     assert builds == []  # both read from the cache
@@ -61,7 +67,7 @@ def test_the_first_process_builds_the_index_and_the_others_read_it(coco, builds)
     for a, b in zip(dm.train_set.instances, fresh.train_set.instances):
         assert (a.image_path, a.annotation_id, a.bbox) == (b.image_path, b.annotation_id, b.bbox)
         assert np.array_equal(a.keypoints, b.keypoints) and np.array_equal(a.visibility, b.visibility)
-    for path in (coco / "annotations" / FOLDER).iterdir():  # no pickles: readable without them
+    for path in cached():  # no pickles: readable without them
         with np.load(path, allow_pickle=False) as stored:
             assert all(stored[name].dtype != object for name in stored.files)
 
@@ -95,9 +101,9 @@ def test_a_changed_key_rebuilds_the_index(coco, builds, tmp_path_factory, change
         assert builds == []  # the changed json's index is cached in turn
 
 
-def test_a_cache_file_of_another_key_or_broken_is_not_used(coco, builds):
+def test_a_cache_file_of_another_key_or_broken_is_not_used(coco, builds, cached):
     fit(coco)
-    for path in (coco / "annotations" / FOLDER).iterdir():
+    for path in cached():
         path.write_bytes(path.read_bytes()[:100])  # cut short
     builds.clear()
     assert len(fit(coco).train_set) == 6 and len(builds) == 2
@@ -118,10 +124,10 @@ def test_a_failed_check_is_not_cached_and_an_unwritable_folder_is_a_warning(coco
     assert len(dm.train_set) == 5
 
 
-def test_a_cache_file_naming_images_outside_the_folder_is_not_used(coco, builds):
+def test_a_cache_file_naming_images_outside_the_folder_is_not_used(coco, builds, cached):
     """A cache file written by someone else cannot lead the loader outside the image folder (as the json cannot)."""
     dm = fit(coco)
-    path = next(p for p in (coco / "annotations" / FOLDER).iterdir() if p.name.startswith("person_keypoints_train"))
+    path = next(p for p in cached() if p.name.startswith("person_keypoints_train"))
     with np.load(path, allow_pickle=False) as stored:
         arrays = {name: stored[name] for name in stored.files}
     prefix = f"{coco / 'train2017'}/"

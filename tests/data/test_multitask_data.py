@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 import datamodules.dense_dataset as dense_dataset
-import datamodules.images as images
+import datamodules.boundary.images as images
 import datamodules.multitask_datamodule as multitask
 from datamodules.dense_dataset import load_sample, to_item
 from datamodules.multitask_datamodule import PRETRAINING_DENSE_TASKS, MultiTaskDataModule

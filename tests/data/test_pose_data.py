@@ -12,7 +12,7 @@ from conftest import write_coco
 
 from datamodules.coco_keypoints import load_detections, load_instances
 from datamodules.errors import DataError
-from datamodules.images import read_image
+from datamodules.boundary.images import read_image
 from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.pose_datamodule import PoseDataModule
 from datamodules.pose_dataset import TopdownPoseDataset

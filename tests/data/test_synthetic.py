@@ -305,15 +305,17 @@ def test_refuses_foreign_directories(tmp_path):
     assert (data / "train/images/extra.txt").exists()
 
 
-def test_a_dataset_whose_annotations_were_indexed_is_replaced(tmp_path):
-    """The data modules cache an index beside each annotation file (.sapiens2_ft_cache): a dataset they have read
-    is still the generator's own, and a newer generator version (or other parameters) replaces it."""
+def test_a_dataset_whose_annotations_were_indexed_is_replaced(tmp_path, monkeypatch):
+    """The data modules cache an index of each annotation file in the user's cache, not in the dataset: a dataset
+    they have read is still the generator's own, and a newer generator version (or other parameters) replaces it."""
     from datamodules.pose_datamodule import PoseDataModule
 
     data = tmp_path / "data"
+    monkeypatch.setenv("SAPIENS2_FT_CACHE", str(tmp_path / "cache"))
     generate_dataset(data, 2, 0, 64, 48, val_fraction=0.5, progress=False)
     PoseDataModule(root=str(data), keypoints="coco17_feet", input_size=(64, 48), num_workers=0).setup("fit")
-    assert list((data / "annotations" / ".sapiens2_ft_cache").iterdir())
+    assert list((tmp_path / "cache" / "index").iterdir())
+    assert sorted(p.name for p in (data / "annotations").iterdir()) == ["train.json", "val.json"]
     generate_dataset(data, 4, 0, 64, 48, val_fraction=0.5, progress=False)
     assert json.loads((data / "dataset.json").read_text())["num"] == 4
 

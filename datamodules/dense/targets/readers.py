@@ -9,10 +9,12 @@ import cv2
 import numpy as np
 import torch
 
+from datamodules.boundary.arrays import read_npy as read_array
+from datamodules.boundary.files import StoredFile
+from datamodules.boundary.files import read_text as read_text_file
+from datamodules.boundary.images import decode, read_bytes
 from datamodules.dense.targets.spec import Attempt
 from datamodules.errors import DataError
-from datamodules.file_bytes import StoredFile, file_content
-from datamodules.images import decode, read_bytes
 
 
 def check_size(array: np.ndarray, shape: tuple[int, int], path: Path) -> np.ndarray:
@@ -30,16 +32,16 @@ def read_png(path: Path | StoredFile, flags: int) -> np.ndarray:
 
 
 def read_npy(path: Path | StoredFile) -> np.ndarray:
-    """``np.load`` without pickles that raises a DataError for an unreadable file."""
+    """An ``.npy`` target (``boundary.arrays``: no pickles, its header checked) or a DataError naming the file."""
     try:
-        return np.load(io.BytesIO(file_content(path)), allow_pickle=False)
-    except (OSError, ValueError, EOFError) as err:
+        return read_array(path)
+    except OSError as err:
         raise DataError(f"cannot read {path} ({type(err).__name__}: {err})") from err
 
 
 def read_text(path: Path | StoredFile) -> io.StringIO:
     """A text file's content to parse (``np.loadtxt``)."""
-    return io.StringIO(file_content(path).decode())
+    return io.StringIO(read_text_file(path))
 
 
 def load_mask(path: Path | None, shape) -> np.ndarray:

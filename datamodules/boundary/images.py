@@ -1,41 +1,28 @@
 """Reading the images of a dataset: RGB uint8, with a truncated, undecodable or oversized file reported by name.
 
 Before anything is decoded the size is read from the file's header (PNG, JPEG, BMP, WebP, TIFF; other files are
-not decoded), and an image of more than ``SAPIENS2_FT_MAX_IMAGE_PIXELS`` pixels (default :data:`MAX_PIXELS`, 100
-megapixels) is refused: a 110 kB PNG can declare 30000 x 30000 pixels, which decoding would turn into 2.7 GB.
+not decoded), and an image of more than ``SAPIENS2_FT_MAX_IMAGE_PIXELS`` pixels (default 100 megapixels) is
+refused: a 110 kB PNG can declare 30000 x 30000 pixels, which decoding would turn into 2.7 GB. The header is read
+as the decoder reads it (a TIFF's first directory, the first of a repeated tag), OpenCV's own limit
+(``OPENCV_IO_MAX_IMAGE_PIXELS``, set from the same variable before OpenCV loads: ``boundary/__init__.py``) stops
+a header that lies before its pixels are allocated, and the decoded size is checked against the limit again.
 OpenCV's own errors are caught per file, so one bad file never stops the others.
 """
 
 from __future__ import annotations
 
-import os
 import struct
 from pathlib import Path
 
 import cv2
 import numpy as np
 
+from datamodules.boundary.files import StoredFile, read_head
+from datamodules.boundary.files import read_bytes as read_file
+from datamodules.boundary.limits import MAX_PIXELS_ENV, OPENCV_ENV, max_pixels, opencv_cap
 from datamodules.errors import DataError
-from datamodules.file_bytes import StoredFile, file_content
 
-MAX_PIXELS = 100_000_000
-MAX_PIXELS_ENV = "SAPIENS2_FT_MAX_IMAGE_PIXELS"
 _JPEG_SIZE_MARKERS = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
-
-
-def max_pixels() -> int:
-    """The pixel limit: ``SAPIENS2_FT_MAX_IMAGE_PIXELS`` when set, else :data:`MAX_PIXELS`."""
-    value = os.environ.get(MAX_PIXELS_ENV)
-    if not value:
-        return MAX_PIXELS
-    try:
-        limit = int(float(value))
-    except ValueError:
-        limit = 0
-    if limit <= 0:
-        raise DataError(f"{MAX_PIXELS_ENV}={value!r}: give the largest number of pixels an image may have, e.g. "
-                        f"{MAX_PIXELS}")
-    return limit
 
 
 def _jpeg_size(raw: bytes) -> tuple[int, int] | None:
@@ -75,13 +62,13 @@ def _tiff_size(raw: bytes) -> tuple[int, int] | None:
     if offset + 2 > len(raw):
         return None
     (count,) = struct.unpack(order + "H", raw[offset:offset + 2])
-    found = {}
+    found = {}  # libtiff decodes the first directory and keeps the first of a repeated tag: so does this
     for k in range(count):
         entry = raw[offset + 2 + 12 * k:offset + 14 + 12 * k]
         if len(entry) < 12:
             return None
         tag, kind = struct.unpack(order + "HH", entry[:4])
-        if tag in (256, 257) and kind in (3, 4):
+        if tag in (256, 257) and kind in (3, 4) and tag not in found:
             found[tag] = struct.unpack(order + ("H" if kind == 3 else "I"), entry[8:10] if kind == 3 else entry[8:12])[0]
     return (found[256], found[257]) if len(found) == 2 else None
 
@@ -121,26 +108,33 @@ def decode(raw: bytes, flags: int, what: str, limit: int | None = None) -> np.nd
     try:
         image = cv2.imdecode(np.frombuffer(raw, np.uint8), flags)
     except cv2.error as err:
-        raise DataError(f"cannot read image {what}: OpenCV: {' '.join(str(err).split())[-200:]}") from None
+        cap = opencv_cap()
+        why = (f"above OpenCV's own limit of {cap:,} pixels ({OPENCV_ENV}: set it, or {MAX_PIXELS_ENV}, before the "
+               f"command starts; OpenCV reads it when it loads)" if size[0] * size[1] > cap else
+               "OpenCV: " + " ".join(str(err).split())[-200:])
+        raise DataError(f"cannot read image {what}: {why}") from None
     if image is None:
         raise DataError(f"cannot read image {what}: missing, truncated or not an image")
+    if image.shape[0] * image.shape[1] > limit:  # a header that lied: decoded, refused all the same
+        raise DataError(f"image {what}: {image.shape[1]}x{image.shape[0]} pixels decoded where its header said "
+                        f"{size[0]}x{size[1]}, above the limit of {limit:,}")
     return image
 
 
 def file_size(path) -> tuple[int, int] | None:
     """(width, height) of an image file from its header (None: not an image of a known kind, or unreadable)."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 16)
-    except OSError:
+        head = read_head(path, 1 << 16)
+        return header_size(head) or header_size(read_bytes(path))  # a JPEG's size may follow 64 kB of metadata
+    except (OSError, DataError):
         return None
-    return header_size(head) or header_size(read_bytes(path))  # a JPEG's size may follow 64 kB of metadata
 
 
 def read_bytes(path: str | Path | StoredFile) -> bytes:
-    """The content of a file, or of a shard member read already (``StoredFile``); empty when it cannot be read."""
+    """The content of an image file, or of a shard member read already (``StoredFile``); empty when it cannot be
+    read, which decoding reports as not an image (a special file, or one above the byte limit: ``RefusedInput``)."""
     try:
-        return file_content(path)
+        return read_file(path)
     except OSError:
         return b""
 
