@@ -14,6 +14,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from datamodules.boundary.images import read_image
+from datamodules.errors import DataError
+
 BACKGROUND_SUFFIXES = (".jpg", ".jpeg", ".png")
 
 
@@ -39,17 +42,18 @@ class BackgroundSource:
 
             return (random_background(rng, height, width) * 255).astype(np.uint8)
         path = self.files[int(rng.integers(len(self.files)))]
-        bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
-        if bgr is None:
-            raise ValueError(f"data.augment.background_dir: cannot read {path}")
-        fitted_w = max(1, int(height * bgr.shape[1] / bgr.shape[0]))
-        image = cv2.resize(bgr, (fitted_w, height))
+        try:
+            rgb = read_image(path)
+        except DataError as err:
+            raise ValueError(f"data.augment.background_dir: {err}") from None
+        fitted_w = max(1, int(height * rgb.shape[1] / rgb.shape[0]))
+        image = cv2.resize(rgb, (fitted_w, height))
         if fitted_w > width:
             start = (fitted_w - width) // 2
             image = image[:, start:start + width]
         if image.shape[:2] != (height, width):
             image = cv2.resize(image, (width, height))
-        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+        return image
 
 
 def replace_background(image: np.ndarray, labels: np.ndarray, background: np.ndarray) -> np.ndarray:

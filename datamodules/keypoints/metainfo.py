@@ -12,8 +12,9 @@ A keypoint set is one YAML file::
     groups: {body: [nose, ...], hand: [...]}        # optional: OKS AP per group at validation (AP_<group>);
                                                     # a set's name as a group: its keypoints (body: coco17)
 
-A set may ``extends: coco17`` (a built-in name or a YAML path): the base's keypoints and every field come first,
-the file lists only what it adds.
+A set may ``extends: coco17`` (a built-in name, or a YAML file in the folder of the set that names it, or below
+it): the base's keypoints and every field come first, the file lists only what it adds. A set named in
+``groups`` follows the same rule; a chain of sets that comes back to one of them is an error naming the files.
 
 Flip pairs are derived from a ``left``/``right`` word in the names (``left_eye`` <-> ``right_eye``,
 ``Left_Hand`` <-> ``Right_Hand``); ``l_hand`` or ``cleft_chin`` are not matched: use ``swap`` for such names.
@@ -30,6 +31,10 @@ from functools import lru_cache
 from pathlib import Path
 
 import yaml
+
+from datamodules.boundary.files import read_yaml
+from datamodules.boundary.folders import inside
+from datamodules.errors import DataError
 
 BUILTIN_DIR = Path(__file__).parent
 SET_FILE = "keypoints.yaml"  # the name a keypoint set travels under beside an exported pose model
@@ -101,22 +106,37 @@ def _mirror_name(name: str) -> str | None:
     return None
 
 
-def set_names(spec: str, source: str, field: str, what: str = "") -> list[str]:
-    """The keypoint names of the set ``spec`` (a built-in name or a YAML path) a ``field`` names."""
+def named_set(spec: str, source: str, chain: tuple[str, ...]) -> "KeypointMetainfo":
+    """The set ``spec`` that the set ``source`` names: a built-in name, or a YAML file in ``source``'s folder or
+    below it (``source`` not a file: built-in names only); a chain that comes back to a file is an error."""
+    if not Path(spec).suffix:
+        return load_metainfo(spec)
+    folder = Path(source).parent if Path(source).is_file() else None
+    path = inside(folder, folder / spec, follow_links=True) if folder is not None else None
+    if path is None:
+        where = f"the folder of {source} ({folder})" if folder is not None else "a file"
+        raise MetainfoError(f"'{spec}' is not inside {where}: a set names built-in sets, or files beside it")
+    if str(path.resolve()) in chain:
+        raise MetainfoError(f"'{spec}' leads back to itself: {' -> '.join(chain + (str(path.resolve()),))}")
+    return read_set_file(path, chain)
+
+
+def set_names(spec: str, source: str, field: str, what: str = "", chain: tuple[str, ...] = ()) -> list[str]:
+    """The keypoint names of the set ``spec`` a ``field`` of the set ``source`` names (``named_set``)."""
     try:
-        return list(load_metainfo(spec).keypoint_names)
+        return list(named_set(spec, source, chain).keypoint_names)
     except MetainfoError as err:
         raise MetainfoError(f"{source}: field '{field}': {what}{err}") from None
 
 
-def extended(data: dict, source: str) -> dict:
+def extended(data: dict, source: str, chain: tuple[str, ...] = ()) -> dict:
     """A set that ``extends`` another: the base's keypoints, sigmas, skeleton, body halves, swaps and groups first,
     then this file's (its ``keypoints`` are the new names only)."""
     base = data["extends"]
     if not isinstance(base, str):
         raise MetainfoError(f"{source}: field 'extends': the name or YAML path of the set to extend, got {base!r}")
     try:
-        parent = load_metainfo(base).to_dict()
+        parent = named_set(base, source, chain).to_dict()
     except MetainfoError as err:
         raise MetainfoError(f"{source}: field 'extends': {err}") from None
     merged = {key: value for key, value in data.items() if key != "extends"}
@@ -133,8 +153,9 @@ def extended(data: dict, source: str) -> dict:
     return merged
 
 
-def parse_metainfo(data: dict, source: str) -> KeypointMetainfo:
-    """Validate a metainfo mapping; every error names ``source`` and the field."""
+def parse_metainfo(data: dict, source: str, chain: tuple[str, ...] = ()) -> KeypointMetainfo:
+    """Validate a metainfo mapping; every error names ``source`` and the field. ``chain``: the files of the sets
+    being read that named this one (a loop is an error)."""
 
     def fail(field: str, msg: str) -> MetainfoError:
         return MetainfoError(f"{source}: field '{field}': {msg}")
@@ -142,7 +163,7 @@ def parse_metainfo(data: dict, source: str) -> KeypointMetainfo:
     if not isinstance(data, dict):
         raise MetainfoError(f"{source}: expected a mapping with keys 'keypoints', 'sigmas', ...")
     if data.get("extends") is not None:
-        data = extended(data, source)
+        data = extended(data, source, chain)
     names = data.get("keypoints")
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise fail("keypoints", "must be a non-empty list of keypoint names")
@@ -196,8 +217,8 @@ def parse_metainfo(data: dict, source: str) -> KeypointMetainfo:
     groups = data.get("groups") or {}
     if not isinstance(groups, dict):
         raise fail("groups", "must map a group name to a list of keypoint names")
-    groups = {group: set_names(members, source, "groups", f"group '{group}' names a set: ") if isinstance(members, str)
-              else members for group, members in groups.items()}
+    groups = {group: set_names(members, source, "groups", f"group '{group}' names a set: ", chain)
+              if isinstance(members, str) else members for group, members in groups.items()}
     for group, members in groups.items():
         if not isinstance(group, str) or not re.fullmatch(r"[A-Za-z0-9_]+", group):
             raise fail("groups", f"group name {group!r} must be letters, digits and '_' (it names a metric)")
@@ -233,14 +254,20 @@ def load_metainfo(spec: str) -> KeypointMetainfo:
             names = sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml"))
             raise MetainfoError(f"unknown keypoint set '{spec}': built-in sets are {names}, or give a YAML path")
         path = builtin
+    return read_set_file(path)
+
+
+def read_set_file(path: Path, chain: tuple[str, ...] = ()) -> KeypointMetainfo:
+    """The set in the YAML file ``path`` (read through the boundary: a regular file of bounded size)."""
     if not path.exists():
         raise MetainfoError(f"keypoint metainfo file not found: {path}")
-    with open(path) as f:
-        try:
-            data = yaml.safe_load(f)
-        except yaml.YAMLError as err:
-            raise MetainfoError(f"{path}: not valid YAML: {err}") from err
-    return parse_metainfo(data, str(path))
+    try:
+        data = read_yaml(path)
+    except yaml.YAMLError as err:
+        raise MetainfoError(f"{path}: not valid YAML: {err}") from err
+    except (OSError, DataError) as err:
+        raise MetainfoError(f"{path}: cannot be read ({err})") from None
+    return parse_metainfo(data, str(path), chain + (str(Path(path).resolve()),))
 
 
 def builtin_set_with(names) -> str | None:

@@ -8,7 +8,6 @@ untouched.
 """
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ..boundary.files import read_json
 from . import in_use
 from .scene import render_sample
 from .writer import (
@@ -69,7 +69,7 @@ def _parameters(num_images, seed, height, width, val_fraction) -> dict:
 def read_parameters(root: Path) -> dict | None:
     """Parameters of the synthetic dataset at ``root``, or None if it is not one."""
     try:
-        info = json.loads((Path(root) / "dataset.json").read_text())
+        info = read_json(Path(root) / "dataset.json")
     except (OSError, ValueError):
         return None
     if not isinstance(info, dict) or info.get("generator") != GENERATOR:

@@ -29,7 +29,7 @@ def _lock_file(root: Path) -> Path:
 
 def _open(root: Path) -> int:
     root.parent.mkdir(parents=True, exist_ok=True)
-    return os.open(_lock_file(root), os.O_RDWR | os.O_CREAT, 0o644)
+    return os.open(_lock_file(root), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a link is not followed
 
 
 def hold(root: Path) -> None:

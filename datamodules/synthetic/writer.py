@@ -14,6 +14,7 @@ import cv2
 import numpy as np
 from pycocotools import mask as mask_utils
 
+from ..boundary.writes import write_array, write_image, write_text
 from .parts import KEYPOINT_NAMES, SKELETON
 from .scene import Sample
 
@@ -42,23 +43,18 @@ def make_split_folders(split_dir: Path) -> None:
         (split_dir / folder).mkdir(parents=True, exist_ok=True)
 
 
-def _png(path: Path, array: np.ndarray) -> None:
-    if not cv2.imwrite(str(path), array):
-        raise OSError(f"could not write {path}")
-
-
 def write_sample(split_dir: Path, stem: str, sample: Sample) -> None:
     """Write all dense files of one sample under ``split_dir``."""
-    _png(split_dir / "images" / f"{stem}.png", cv2.cvtColor(sample.image, cv2.COLOR_RGB2BGR))
-    _png(split_dir / "labels" / f"{stem}.png", sample.labels)
-    _png(split_dir / "masks" / f"{stem}.png", sample.mask.astype(np.uint8) * 255)
-    _png(split_dir / "alpha" / f"{stem}.png", np.round(sample.alpha * 255).astype(np.uint8))
-    _png(split_dir / "foreground" / f"{stem}.png", cv2.cvtColor(sample.foreground, cv2.COLOR_RGB2BGR))
-    _png(split_dir / "albedo" / f"{stem}.png", cv2.cvtColor(sample.albedo, cv2.COLOR_RGB2BGR))
-    np.save(split_dir / "normals" / f"{stem}.npy", sample.normals.astype(np.float32))
-    np.save(split_dir / "depth" / f"{stem}.npy", sample.depth.astype(np.float32))
+    write_image(split_dir, f"images/{stem}.png", cv2.cvtColor(sample.image, cv2.COLOR_RGB2BGR))
+    write_image(split_dir, f"labels/{stem}.png", sample.labels)
+    write_image(split_dir, f"masks/{stem}.png", sample.mask.astype(np.uint8) * 255)
+    write_image(split_dir, f"alpha/{stem}.png", np.round(sample.alpha * 255).astype(np.uint8))
+    write_image(split_dir, f"foreground/{stem}.png", cv2.cvtColor(sample.foreground, cv2.COLOR_RGB2BGR))
+    write_image(split_dir, f"albedo/{stem}.png", cv2.cvtColor(sample.albedo, cv2.COLOR_RGB2BGR))
+    write_array(split_dir, f"normals/{stem}.npy", sample.normals.astype(np.float32))
+    write_array(split_dir, f"depth/{stem}.npy", sample.depth.astype(np.float32))
     rows = "".join(" ".join(f"{value:.10g}" for value in row) + "\n" for row in sample.K)
-    (split_dir / "intrinsics" / f"{stem}.txt").write_text(rows)
+    write_text(split_dir, f"intrinsics/{stem}.txt", rows)
 
 
 def coco_records(sample: Sample, image_id: int, file_name: str) -> tuple:
@@ -99,8 +95,7 @@ def coco_records(sample: Sample, image_id: int, file_name: str) -> tuple:
 
 
 def write_json(path: Path, document: dict, indent: int | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=indent, separators=None if indent else (",", ":")))
+    write_text(path.parent, path.name, json.dumps(document, indent=indent, separators=None if indent else (",", ":")))
 
 
 def write_coco(path: Path, images: list, annotations: list) -> None:
