@@ -18,7 +18,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from datamodules.boundary.files import read_json
 from datamodules.boundary.folders import inside
+from datamodules.boundary.writes import write_json
 from sapiens2_ft.check_data import DataCheckCLI
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR, box_iou, xywh_to_xyxy
 from sapiens2_ft.predict.boxes import add_box_arguments, box_argument_problems, box_source
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> Path:
     data = cli.datamodule
     data.prepare_data()
     ann_file, images_dir = data.val_annotation_file, data.root / data.hparams.val_images
-    coco = json.loads(ann_file.read_text())
+    coco = read_json(ann_file)
     if not args.detector and not args.boxes_from_seg:
         args.detector = DEFAULT_DETECTOR
     out = Path(args.out) if args.out else data.root / "val_detections.json"
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> Path:
             found[path_ids[key]] = boxes
     detections = [{"image_id": image_id, "category_id": 1, "bbox": [round(float(v), 2) for v in box[:4]],
                    "score": round(float(box[4]), 4)} for image_id, boxes in found.items() for box in boxes]
-    out.write_text(json.dumps(detections))
+    write_json(out.parent, out.name, detections)
     truth: dict[int, list] = {im["id"]: [] for im in coco["images"]}
     for ann in coco.get("annotations", []):
         if not ann.get("iscrowd", 0) and ann.get("num_keypoints", 1) > 0:

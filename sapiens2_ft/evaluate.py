@@ -24,6 +24,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
+from datamodules.boundary.writes import write_image, write_json
 from sapiens2_ft.check_data import DataCheckCLI
 from sapiens2_ft.models.checkpoints import CheckpointError, is_distributed_checkpoint, read_info
 from sapiens2_ft.predict.loading import model_problem, resolve_model
@@ -125,16 +126,12 @@ def detector_boxes(args, rest: list[str], out: Path) -> list[str]:
 
 
 def write_outputs(module, out: Path, summary: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(summary, indent=2))
+    write_json(out, "metrics.json", summary, indent=2)
     module.write_validation_outputs(out)
     write_diagnostics(out / "diagnostics", module.validation_diagnostics())
-    (out / "panels").mkdir(exist_ok=True)
-    import cv2
-
     for name, pictures in module.validation_panels(PANELS).items():
         for i, picture in enumerate(pictures):
-            cv2.imwrite(str(out / "panels" / f"{name}_{i}.png"), picture[..., ::-1])
+            write_image(out, f"panels/{name}_{i}.png", picture[..., ::-1])
 
 
 def main(argv: list[str] | None = None) -> dict:

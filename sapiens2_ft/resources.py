@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path, PurePath
 
+from datamodules.boundary.files import read_text
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 SHIPPED_DIR = PACKAGE_DIR / "_shipped"  # only in an installed wheel
 SHIPPED_FOLDERS = ("configs", "assets")
@@ -38,7 +40,7 @@ def shipped_asset(path: str | Path) -> Path | None:
 
 def first_comment(path: Path) -> str:
     """The first comment line of a YAML recipe, without its ``#`` (empty when it has none)."""
-    for line in path.read_text().splitlines():
+    for line in read_text(path).splitlines():
         if line.strip().startswith("#"):
             return line.strip().lstrip("#").strip()
         if line.strip():

@@ -12,14 +12,19 @@ from datamodules.boundary.limits import MAX_PIXELS_ENV, max_pixels
 from datamodules.errors import DataError
 
 
+class NotAVideo(DataError):
+    """OpenCV cannot open the file as a video (missing, not a video, or a codec its build does not decode)."""
+
+
 def open_video(path: str | Path, limit: int | None = None) -> cv2.VideoCapture:
-    """An opened ``cv2.VideoCapture`` of the video file ``path``: ``RefusedInput`` for a special file, a DataError
-    when it cannot be opened or its frames have more than ``limit`` pixels (default: the pixel limit)."""
+    """An opened ``cv2.VideoCapture`` of the video file ``path``: ``RefusedInput`` for a special file, ``NotAVideo``
+    when it cannot be opened, a DataError when its frames have more than ``limit`` pixels (default: the limit)."""
     open_file(path).close()  # a regular file (OpenCV would wait on a FIFO)
     capture = cv2.VideoCapture(str(path))
     if not capture.isOpened():
         capture.release()
-        raise DataError(f"{path}: cannot be opened as a video")
+        raise NotAVideo(f"{path}: cannot be read as a video (missing, not a video, or a codec this OpenCV build "
+                        "cannot decode)")
     width, height = (int(capture.get(p)) for p in (cv2.CAP_PROP_FRAME_WIDTH, cv2.CAP_PROP_FRAME_HEIGHT))
     limit = max_pixels() if limit is None else limit
     if width * height > limit:

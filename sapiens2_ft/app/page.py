@@ -1,6 +1,8 @@
 """The web demo's page (Gradio): a photo, a webcam frame or a video in; ``predict``'s pictures and the JSON of what
 the models found out. Gradio's queue runs the models one request at a time in its worker threads, off the page's
-event loop; a refused input (not an image, too large, an unreadable video) is a message in the page."""
+event loop; a refused input (not an image, too large, an unreadable video) is a message in the page. An uploaded
+photo's size is read from its header before anything decodes it (Gradio converts none: ``image_mode=None``), so a
+decompression bomb is refused in milliseconds and holds up no one in the queue."""
 
 from __future__ import annotations
 
@@ -13,18 +15,28 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no calls home from
 import gradio as gr  # noqa: E402
 from PIL import Image, UnidentifiedImageError  # noqa: E402
 
-from sapiens2_ft.app.service import Demo, DemoError  # noqa: E402
+from datamodules.boundary.files import read_text  # noqa: E402
+from datamodules.boundary.folders import handed_file  # noqa: E402
+from datamodules.errors import DataError  # noqa: E402
+from sapiens2_ft.app.service import Demo, DemoError, Limits, check_photo  # noqa: E402
 
 MODELS = "models"  # the concurrency group of every event that runs the models
 
 
-def refusing_unreadable(image: gr.Image) -> gr.Image:
-    """``image`` (``type="filepath"``) refusing a file it cannot open as an image with a message naming it, where
-    ``gr.Image`` would end in a bare error. Wrapped on the instance: a subclass of a Gradio component makes Gradio
-    write a ``.pyi`` stub beside this file."""
+def refusing_unreadable(image: gr.Image, limits: Limits) -> gr.Image:
+    """``image`` (``type="filepath"``) refusing, with a message naming it, a file that is not an image of a kind the
+    demo reads or is larger than ``limits`` (from its header, before Gradio opens it), where ``gr.Image`` would end
+    in a bare error. Wrapped on the instance: a subclass of a Gradio component makes Gradio write a ``.pyi`` stub
+    beside this file."""
     preprocess = image.preprocess
 
     def checked(payload):
+        path = getattr(payload, "path", None)  # an upload (a data: URL is written to a file, checked by the demo)
+        if path and not str(getattr(payload, "url", None) or "").startswith("data:"):
+            try:
+                check_photo(Path(path), limits)
+            except DemoError as err:
+                raise refusal(str(err).replace(Path(path).name, uploaded_name(payload), 1)) from None
         try:
             return preprocess(payload)
         except Image.DecompressionBombError:
@@ -47,12 +59,11 @@ def uploaded_name(payload) -> str:
 
 def model_title(name: str) -> str:
     """A model's name for the page: its model card's title (an export's ``README.md``), else as given."""
-    card = Path(name) / "README.md"
-    if card.is_file():
-        title = next((line[2:].strip() for line in card.read_text().splitlines() if line.startswith("# ")), None)
-        if title:
-            return title
-    return name
+    try:
+        card = read_text(handed_file(Path(name), "README.md"))
+    except (OSError, DataError):  # no card (a hub id), or one that is a link
+        return name
+    return next((line[2:].strip() for line in card.splitlines() if line.startswith("# ")), None) or name
 
 
 def describe(demo: Demo, names: list[str]) -> str:
@@ -91,7 +102,7 @@ def build_page(demo: Demo, names: list[str], scratch: Path | None = None) -> gr.
         with gr.Tab("Photo"):
             with gr.Row():
                 photo = refusing_unreadable(gr.Image(sources=["upload", "webcam", "clipboard"], type="filepath",
-                                                     label="photo or webcam frame"))
+                                                     image_mode=None, label="photo or webcam frame"), demo.limits)
                 pictures = gr.Gallery(label="predictions", columns=2, height=520, object_fit="contain", format="png")
             run_photo = gr.Button("Run", variant="primary")
             found = gr.JSON(label="found")

@@ -16,7 +16,10 @@ import numpy as np
 import torch
 
 from datamodules.errors import DataError
-from datamodules.boundary.images import read_image
+from datamodules.boundary.files import read_json
+from datamodules.boundary.images import file_size, read_image
+from datamodules.boundary.video import open_video
+from datamodules.boundary.writes import replacing
 from sapiens2_ft.predict.boxes import BoxSource, whole_image
 from sapiens2_ft.predict.run import Model, infer_chunk
 from sapiens2_ft.predict.sheet import sheet
@@ -49,36 +52,51 @@ class FirstFrames:
 
 
 def image_size(path: Path) -> tuple[int, int]:
-    """(width, height) from the file's header, nothing decoded; DemoError when it is not an image."""
-    from PIL import Image, UnidentifiedImageError
+    """(width, height) from the file's header (the boundary's reader: nothing decoded); DemoError when it is not
+    an image of a kind the demo reads."""
+    size = file_size(path)
+    if size is None:
+        raise DemoError(f"{path.name}: not an image this demo can read (PNG, JPEG, BMP, WebP or TIFF)")
+    return size
 
-    try:
-        with Image.open(path) as image:
-            return image.size
-    except (UnidentifiedImageError, OSError, ValueError) as err:
-        raise DemoError(f"{path.name}: not an image this demo can read ({type(err).__name__})") from None
+
+def check_photo(path: Path, limits: "Limits") -> None:
+    """Refuse a photo above ``limits.max_megapixels`` from its header alone, before anything decodes it."""
+    width, height = image_size(path)
+    megapixels = width * height / 1e6
+    if megapixels > limits.max_megapixels:
+        raise DemoError(f"{path.name}: {width} x {height} pixels ({megapixels:.0f} megapixels) is more than this "
+                        f"demo takes ({limits.max_megapixels:g}); send a smaller picture")
 
 
 def webm(video: Path) -> Path:
     """``video`` re-encoded as VP8 WebM, which browsers play (OpenCV's mp4v is not); the input when it cannot be."""
-    reader = cv2.VideoCapture(str(video))
+    reader = open_video(video)
     fps = reader.get(cv2.CAP_PROP_FPS) or 30.0
     out, writer = video.with_suffix(".webm"), None
     try:
-        while True:
-            ok, frame = reader.read()
-            if not ok:
-                break
+        with replacing(out.parent, out.name) as temporary:
+            try:
+                while (frame := reader.read()[1]) is not None:
+                    if writer is None:
+                        writer = cv2.VideoWriter(str(temporary), cv2.VideoWriter_fourcc(*"VP80"), fps,
+                                                 frame.shape[1::-1])
+                        if not writer.isOpened():
+                            raise _NotWritten
+                    writer.write(frame)
+            finally:
+                reader.release()
+                if writer is not None:
+                    writer.release()
             if writer is None:
-                writer = cv2.VideoWriter(str(out), cv2.VideoWriter_fourcc(*"VP80"), fps, frame.shape[1::-1])
-                if not writer.isOpened():
-                    return video
-            writer.write(frame)
-    finally:
-        reader.release()
-        if writer is not None:
-            writer.release()
-    return out if writer is not None else video
+                raise _NotWritten
+    except _NotWritten:
+        return video
+    return out
+
+
+class _NotWritten(Exception):
+    """No WebM could be written (no encoder, or no frame): the input is shown as it is."""
 
 
 class Demo:
@@ -97,13 +115,9 @@ class Demo:
     def photo(self, path: str | Path) -> tuple[list[tuple[np.ndarray, str]], dict]:
         """(title, RGB picture) per task and the sheet, and the JSON of what each task found, for one image file."""
         path = Path(path)
-        width, height = image_size(path)
-        megapixels = width * height / 1e6
-        if megapixels > self.limits.max_megapixels:
-            raise DemoError(f"{path.name}: {width} x {height} pixels ({megapixels:.0f} megapixels) is more than this "
-                            f"demo takes ({self.limits.max_megapixels:g}); send a smaller picture")
+        check_photo(path, self.limits)
         try:
-            image = read_image(str(path))
+            image = read_image(str(path), int(self.limits.max_megapixels * 1e6))
         except DataError as err:
             raise DemoError(f"{path.name}: not an image this demo can read ({err})") from None
         return self.run(image)
@@ -133,7 +147,7 @@ class Demo:
                 clip, records = predict_video(self.models, first, out, self.batch_size, self.source)
             except SystemExit as err:
                 raise DemoError(str(err).replace("--input ", "")) from None
-        found = json.loads(records.read_text())
+        found = read_json(records)
         if len(found["frames"]) == first.count and (first.total is None or first.total > first.count):
             found["note"] = f"the first {first.count} frames only (this demo's limit)"
         return webm(clip), found

@@ -7,16 +7,18 @@ the Space downloads it when it starts (a gated model needs an ``HF_TOKEN`` secre
 from __future__ import annotations
 
 import importlib.metadata
-import shutil
 import sys
 from pathlib import Path
 
 import yaml
 
+from datamodules.boundary.folders import files_under, handed_file
+from datamodules.boundary.writes import copy_file, write_text
+from datamodules.errors import RefusedInput
 from sapiens2_ft.models.checkpoints import is_distributed_checkpoint
 from sapiens2_ft.training.hf_export import export_checkpoint
 from sapiens2_ft.training.export_dir import export_files
-from sapiens2_ft.training.model_card import hub_id_of
+from sapiens2_ft.training.model_card import CARD_FILE, hub_id_of, public_card
 
 PACKAGES = ("sapiens2_ft", "datamodules")
 # Arguments of the app that name local files: a Space has only what the folder holds.
@@ -57,9 +59,12 @@ def copy_model(model: str, target: Path) -> str | None:
         export_checkpoint(path, target)
     elif (path / "config.json").is_file():
         target.mkdir(parents=True)
-        for name in export_files(path):  # relative names, the export's own files
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path / name, target / name)
+        for name in export_files(path):  # relative names, the export's own files (a link among them: refused)
+            card = public_card(path) if name == CARD_FILE else None  # published: no command line, no machine names
+            if card is not None:
+                write_text(target, name, card)
+            else:
+                copy_file(handed_file(path, name), target, name)
     elif path.exists():
         raise SystemExit(f"--model: {model} is neither an exported model directory nor a checkpoint")
     elif hub_id_of(model) is None:
@@ -109,18 +114,26 @@ def write_space(out: Path, models: list[str], argv: list[str]) -> Path:
             if value is not None and Path(value).exists():
                 raise SystemExit(f"--write_space: {name} {value} is a local file; a Space has only its folder: give "
                                  f"a hub id{', or pass it as --model' if name == '--boxes_from_seg' else ''}")
+    for model in models:  # a handed export's links are refused before anything is written
+        if (Path(model) / "config.json").is_file():
+            try:
+                export_files(Path(model))
+            except RefusedInput as err:
+                raise SystemExit(f"--write_space: --model {model}: {err}") from None
     out.mkdir(parents=True, exist_ok=True)
     entries = [copy_model(model, out / "models" / str(k)) for k, model in enumerate(models)]
     names = [f"models/{entry}" if entry else model for entry, model in zip(entries, models)]
     for package in PACKAGES:
         source = Path(sys.modules[package].__file__).parent
-        shutil.copytree(source, out / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_shipped"))
+        for name in files_under(source):  # this installation's code (its links left out)
+            if not any(part in ("__pycache__", "_shipped") for part in name.split("/")) and not name.endswith(".pyc"):
+                copy_file(source / name, out / package, name)
     for licence in project_licence():  # the Apache-2.0 code goes with its licence
-        shutil.copy2(licence, out / f"{licence.name}-sapiens2-ft")
-    (out / "app.py").write_text(APP.format(models=repr(names), options=repr(options)))
-    (out / "requirements.txt").write_text("\n".join(requirements()) + "\n")
-    (out / ".gitattributes").write_text("".join(f"*.{ext} filter=lfs diff=lfs merge=lfs -text\n"
-                                                for ext in ("safetensors", "onnx", "data", "png", "jpg")))
+        copy_file(licence, out, f"{licence.name}-sapiens2-ft")
+    write_text(out, "app.py", APP.format(models=repr(names), options=repr(options)))
+    write_text(out, "requirements.txt", "\n".join(requirements()) + "\n")
+    write_text(out, ".gitattributes", "".join(f"*.{ext} filter=lfs diff=lfs merge=lfs -text\n"
+                                             for ext in ("safetensors", "onnx", "data", "png", "jpg")))
     hub_models = [m for m in models if hub_id_of(m)]
     meta = {"title": "Sapiens2 demo", "emoji": "🧍", "colorFrom": "indigo", "colorTo": "blue", "sdk": "gradio",
             "sdk_version": gradio.__version__, "python_version": f"{sys.version_info.major}.{sys.version_info.minor}",
@@ -130,6 +143,6 @@ def write_space(out: Path, models: list[str], argv: list[str]) -> Path:
             + ", ".join(f"`{n}`" for n in names) + ".\n\nThe models derive from Sapiens2 and are under the Sapiens2 "
             "License (each model folder has a copy, `LICENSE-sapiens2.md`); the code (`sapiens2_ft/`, "
             "`datamodules/`) is sapiens2-ft's, under the Apache License 2.0 (`LICENSE-sapiens2-ft`).\n")
-    (out / "README.md").write_text("---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n"
-                                   + body)
+    write_text(out, "README.md", "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True) + "---\n\n"
+               + body)
     return out

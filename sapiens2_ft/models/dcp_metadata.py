@@ -19,6 +19,10 @@ import torch
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata, Metadata, StorageMeta
 
+from datamodules.boundary.files import open_file
+from datamodules.boundary.limits import max_file_bytes
+from datamodules.errors import RefusedInput
+
 METADATA_FILE = ".metadata"
 _CHECKPOINT_CLASSES = {("torch.distributed.checkpoint.metadata", name) for name in (
     "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata", "TensorProperties",
@@ -48,12 +52,14 @@ def read_metadata(directory: str | Path) -> Metadata:
     anything but torch's checkpoint classes or a shard outside ``directory``, ValueError when it does not load."""
     path = Path(directory) / METADATA_FILE
     try:
-        with open(path, "rb") as f:
+        with open_file(path) as f:
             metadata = _PlainUnpickler(f).load()
     except UnsafeCheckpointError as err:
         raise UnsafeCheckpointError(
             f"{path} names {err}, which torch's checkpoint metadata never holds: refused unread (unpickling it "
             "could run code). Use checkpoints you or someone you trust wrote.") from None
+    except RefusedInput:
+        raise
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, TypeError, ValueError, IndexError) as err:
         raise ValueError(f"{path} does not load ({type(err).__name__}: {err})") from err
     if not isinstance(metadata, Metadata):
@@ -74,7 +80,10 @@ def check_byte_items(directory: str | Path, metadata: Metadata) -> None:
         where = f"item {index.fqn!r} of {Path(directory) / info.relative_path}"
         if info.transform_descriptors:
             raise UnsafeCheckpointError(f"{where} is stored transformed ({info.transform_descriptors}): refused")
-        with open(Path(directory) / info.relative_path, "rb") as f:
+        if not 0 <= info.length <= max_file_bytes():
+            raise UnsafeCheckpointError(f"{where} is {info.length:,} bytes, above the limit of {max_file_bytes():,}: "
+                                        "refused unread")
+        with open_file(Path(directory) / info.relative_path) as f:
             f.seek(info.offset)
             raw = f.read(info.length)
         try:

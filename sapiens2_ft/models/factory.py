@@ -246,9 +246,10 @@ def build_model(target: ModelTarget, source: ModelSource = ModelSource()) -> tup
         model = from_pretrained_checked(model_class, path, backbone_only=True, config=config,
                                         attn_implementation=attn_implementation)
     else:  # another task's checkpoint: keep its backbone only
-        if not architecture.startswith("Sapiens2For"):  # the name comes from the directory's config.json
-            raise ValueError(f"model.pretrained: {pretrained} holds a {architecture}, not a Sapiens2 model")
-        other = from_pretrained_checked(getattr(__import__("transformers"), architecture), path)
+        other_class = getattr(__import__("transformers"), architecture, None)  # named by the directory's config.json
+        if not architecture.startswith("Sapiens2For") or other_class is None:
+            raise ValueError(f"model.pretrained: {source.pretrained} holds a {architecture}, not a Sapiens2 model")
+        other = from_pretrained_checked(other_class, path)
         model = model_class(config)
         model.model.load_state_dict(other.model.state_dict())
     return model, report

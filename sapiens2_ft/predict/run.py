@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import cv2
 import numpy as np
 import torch
 from tqdm import tqdm
 
+from datamodules.boundary.writes import write_image
 from sapiens2_ft.predict.boxes import BoxSource, PeopleBoxes, whole_image
 from sapiens2_ft.predict.inputs import read_chunks
 from sapiens2_ft.predict.sheet import sheet
@@ -99,10 +99,8 @@ def predict_images(models: list[Model], images: dict[str, Path], batch_size: int
             for task, writer in writers.items():
                 writer.add(key, ids[key], image, result[task])
             if sheets is not None:
-                path = sheets / f"{output_name(key)}.jpg"
-                path.parent.mkdir(parents=True, exist_ok=True)
                 people = masks[i].numpy() if masks is not None else None
-                cv2.imwrite(str(path), sheet(image, result, inferences, people)[..., ::-1])
+                write_image(sheets, f"{output_name(key)}.jpg", sheet(image, result, inferences, people)[..., ::-1])
         progress.update(len(keys))
     progress.close()
     return {task: writer.close() for task, writer in writers.items()}, skipped

@@ -5,7 +5,6 @@ One-Euro-filtered and the dense maps blended over time (``smoothing``)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator
 
@@ -14,6 +13,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from datamodules.boundary.video import NotAVideo, open_video
+from datamodules.boundary.writes import replacing, write_json
+from datamodules.errors import DataError
 from sapiens2_ft.predict.boxes import BoxSource, whole_image
 from sapiens2_ft.predict.inputs import IMAGE_SUFFIXES, background, read_or_warn
 from sapiens2_ft.predict.run import Model, infer_chunk
@@ -38,14 +40,20 @@ class Frames:
                 raise SystemExit(f"--input {path}: no frames ({', '.join(sorted(IMAGE_SUFFIXES))}) in the folder")
             self.fps, self.count = float(fps or 30.0), len(self.files)
             return
-        capture = cv2.VideoCapture(str(path))
-        ok = capture.isOpened() and capture.read()[0]
-        capture.release()
+        try:
+            capture = open_video(path)
+        except NotAVideo:
+            capture = None
+        except DataError as err:
+            raise SystemExit(f"--input {err}") from None
+        ok = capture is not None and capture.read()[0]
+        if capture is not None:
+            capture.release()
         if not ok:
             raise SystemExit(f"--input {path}: cannot be read as a video (missing, not a video, or a codec this "
                              f"OpenCV build cannot decode); convert it, e.g. `ffmpeg -i {path.name} -c:v libx264 "
                              f"out.mp4`, or extract its frames into a folder and pass that with --video")
-        capture = cv2.VideoCapture(str(path))
+        capture = open_video(path)
         self.fps = float(fps or capture.get(cv2.CAP_PROP_FPS) or 30.0)
         self.count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) or None
         capture.release()
@@ -57,7 +65,7 @@ class Frames:
                 if frame is not None:
                     yield frame
             return
-        capture = cv2.VideoCapture(str(self.path))
+        capture = open_video(self.path)
         try:
             while True:
                 ok, frame = capture.read()
@@ -159,34 +167,36 @@ def predict_video(models: list[Model], frames: Frames, out: Path, batch_size: in
     inferences = {m.task: m.inference for m in models}
     trackers = {m.task: VideoPeople(frames.fps, smooth) for m in models if m.inference.takes_person_boxes}
     smooth_maps = map_blends(models, smooth)
-    writer, records, index = None, [], 0
+    records, index = [], 0
     progress = tqdm(total=frames.count, desc="predict", unit="frame")
-    try:
-        for chunk in background(chunks(frames, batch_size)):  # the next frames decode while these are in the models
-            keys = [f"frame{index + k:06d}" for k in range(len(chunk))]
-            results, masks = infer_chunk(models, keys, chunk, source, batch_size, mask_model, smooth_maps)
-            for k, (frame, result) in enumerate(zip(chunk, results)):
-                record = {"frame": index, "time": round(index / frames.fps, 4)}
-                for task, people in trackers.items():
-                    record["people"] = [person_record(p) for p in people(result[task])]
-                people = masks[k].numpy() if masks is not None else None
-                picture = sheet(frame, result, inferences, people, legend=False)[..., ::-1]
-                if writer is None:
-                    writer = cv2.VideoWriter(str(video_file), cv2.VideoWriter_fourcc(*"mp4v"), frames.fps,
-                                             (picture.shape[1], picture.shape[0]))
-                    if not writer.isOpened():
-                        raise SystemExit(f"--out: cannot write {video_file} (OpenCV has no mp4v encoder here)")
-                writer.write(np.ascontiguousarray(picture))
-                records.append(record)
-                index += 1
-            progress.update(len(chunk))
-    finally:
-        progress.close()
-        if writer is not None:
-            writer.release()
-    if not records:
-        raise SystemExit(f"--input {frames.path}: no frame could be read")
-    json_file.write_text(json.dumps({"video": frames.path.name, "fps": frames.fps, "frames": records,
+    with replacing(out, video_file.name) as temporary:  # the video shows once whole, never through a link
+        writer = None
+        try:
+            for chunk in background(chunks(frames, batch_size)):  # the next frames decode while these run
+                keys = [f"frame{index + k:06d}" for k in range(len(chunk))]
+                results, masks = infer_chunk(models, keys, chunk, source, batch_size, mask_model, smooth_maps)
+                for k, (frame, result) in enumerate(zip(chunk, results)):
+                    record = {"frame": index, "time": round(index / frames.fps, 4)}
+                    for task, people in trackers.items():
+                        record["people"] = [person_record(p) for p in people(result[task])]
+                    people = masks[k].numpy() if masks is not None else None
+                    picture = sheet(frame, result, inferences, people, legend=False)[..., ::-1]
+                    if writer is None:
+                        writer = cv2.VideoWriter(str(temporary), cv2.VideoWriter_fourcc(*"mp4v"), frames.fps,
+                                                 (picture.shape[1], picture.shape[0]))
+                        if not writer.isOpened():
+                            raise SystemExit(f"--out: cannot write {video_file} (OpenCV has no mp4v encoder here)")
+                    writer.write(np.ascontiguousarray(picture))
+                    records.append(record)
+                    index += 1
+                progress.update(len(chunk))
+        finally:
+            progress.close()
+            if writer is not None:
+                writer.release()
+        if not records:
+            raise SystemExit(f"--input {frames.path}: no frame could be read")
+    write_json(out, json_file.name, {"video": frames.path.name, "fps": frames.fps, "frames": records,
                                      "tasks": [m.task for m in models],
-                                     "smooth": None if smooth is None else vars(smooth)}))
+                                     "smooth": None if smooth is None else vars(smooth)})
     return video_file, json_file

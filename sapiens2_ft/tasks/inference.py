@@ -18,11 +18,11 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import ClassVar, Mapping, Protocol, Sequence, TypedDict
 
-import cv2
 import numpy as np
 import torch
 from torch import nn
 
+from datamodules.boundary.writes import write_array, write_image
 from datamodules.dense.augment import validation_fit
 from datamodules.dense.geometry import letterbox_matrix, stretch_matrix
 from datamodules.transforms import affine
@@ -53,13 +53,11 @@ def output_name(key: str) -> str:
 
 def write_arrays(directory: Path, name: str, files: Files) -> None:
     """``directory/NAME<suffix>`` for each array: ``.npy`` with numpy, images with cv2 (subfolders of NAME made)."""
-    (directory / name).parent.mkdir(parents=True, exist_ok=True)
     for suffix, array in files.items():
-        path = directory / f"{name}{suffix}"
         if suffix.endswith(".npy"):
-            np.save(path, array)
+            write_array(directory, f"{name}{suffix}", array)
         else:
-            cv2.imwrite(str(path), array)
+            write_image(directory, f"{name}{suffix}", array)
 
 
 class ResultWriter(Protocol):

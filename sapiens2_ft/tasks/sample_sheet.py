@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 import torch
 
+from datamodules.boundary.writes import write_image
 from sapiens2_ft.tasks.registry import task_spec
 from sapiens2_ft.tasks.sample_pictures import SamplePicture, SheetLabels
 from sapiens2_ft.tasks.visualize import CAPTION_HEIGHT, class_legend, side_by_side
@@ -119,7 +120,4 @@ def data_sheet(task: str, items: list[dict], labels: SheetLabels, columns: int |
 def write_sheet(sheet: ContactSheet, path: str | Path) -> Path:
     """``sheet`` as a PNG at ``path`` (folders made as needed)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not cv2.imwrite(str(path), np.ascontiguousarray(sheet.picture[..., ::-1])):
-        raise OSError(f"could not write the data sheet to {path}")
-    return path
+    return write_image(path.parent, path.name, sheet.picture[..., ::-1])

@@ -4,9 +4,9 @@ the training stack is imported on the way."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from datamodules.boundary.files import read_json
 from sapiens2_ft.tasks.inference import TaskInference
 from sapiens2_ft.tasks.registry import TASKS, inference_class, task_of_config
 
@@ -21,7 +21,7 @@ def exported_input_size(directory: Path, config) -> list[int]:
     """(H, W) an exported model runs at: its ``preprocessor_config.json`` size, else its config's image size."""
     input_size = list(config.image_size)
     if (Path(directory) / PREPROCESSOR_FILE).is_file():
-        size = json.loads((Path(directory) / PREPROCESSOR_FILE).read_text()).get("size") or {}
+        size = read_json(Path(directory) / PREPROCESSOR_FILE).get("size") or {}
         input_size = [size.get("height", input_size[0]), size.get("width", input_size[1])]
     return input_size
 

@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -33,6 +32,7 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.plugins.environments import ClusterEnvironment, SLURMEnvironment
 
+from datamodules.boundary.writes import write_json
 from datamodules.errors import DataError
 from sapiens2_ft.compat import cli_value, experiment_started, only_imports_under
 from sapiens2_ft.models.adapters import FROZEN_DTYPES, frozen_storage
@@ -385,8 +385,7 @@ def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool, hub=Non
             except HubError as err:
                 refused = (f"{err}\nthe export is in {summary['export']}; upload it with `sapiens2-ft export "
                            f"--checkpoint {summary['export']} --push_to_hub {hub.push_to_hub}`")
-        with open(run_dir / "summary.json", "w") as f:
-            json.dump(summary, f, indent=2)
+        write_json(run_dir, "summary.json", summary, indent=2)
     print(f"run directory: {run_dir}")
     if results:
         print(f"curves: {results}; prediction overlays: {run_dir / 'overlays'}")

@@ -28,6 +28,9 @@ from pathlib import Path
 
 import yaml
 
+from datamodules.boundary.files import read_yaml
+from datamodules.errors import DataError
+
 ALLOWED_PREFIXES = ("sapiens2_ft.", "datamodules.", "lightning.", "torch.optim.", "torchmetrics.")
 ALLOWED_FUNCTIONS = (
     "lightning.pytorch.callbacks.finetuning.multiplicative",  # BackboneFinetuning's default lambda_func
@@ -124,8 +127,9 @@ def refuse(problems: list[str], source: str) -> None:
 def load_recipe(path: str | Path) -> dict:
     """A config file as plain YAML data (no tags); SystemExit naming the file otherwise."""
     try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
+        data = read_yaml(path)
+    except (OSError, DataError) as err:
+        raise SystemExit(f"{path}: cannot be read ({err})") from None
     except yaml.YAMLError as err:
         raise SystemExit(f"{path}: not a plain YAML recipe ({' '.join(str(err).split())})") from None
     except OSError as err:

@@ -21,11 +21,11 @@ process, reading only the model's tensors).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
 
+from datamodules.boundary.writes import staged, write_json, write_text
 from datamodules.keypoints.metainfo import SET_FILE
 from sapiens2_ft.models.checkpoints import load_model
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
@@ -69,13 +69,12 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, push_to_hub: str 
     setattr(model.config, TASK_KEY, info.task)  # tasks may share a class: predict and evaluate read the task here
     remove_earlier_export(out)
     with recording(out):
-        model.save_pretrained(out, safe_serialization=True)
-        with open(out / PREPROCESSOR_FILE, "w") as f:
-            sigma = info.hyper_parameters.get("sigma")
-            json.dump(preprocessor_config(info.task, model.config.image_size, sigma), f, indent=2)
+        with staged(out) as stage:  # transformers writes by path: into a new folder, then renamed over the names
+            model.save_pretrained(stage, safe_serialization=True)
+        sigma = info.hyper_parameters.get("sigma")
+        write_json(out, PREPROCESSOR_FILE, preprocessor_config(info.task, model.config.image_size, sigma), indent=2)
         if info.keypoints is not None:
-            with open(out / SET_FILE, "w") as f:
-                yaml.safe_dump(info.keypoints, f, sort_keys=False)
+            write_text(out, SET_FILE, yaml.safe_dump(info.keypoints, sort_keys=False))
         write_card(out, info)
     if push_to_hub:
         push_export(out, push_to_hub, private)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from datamodules.errors import RefusedInput
 from sapiens2_ft.training.export_dir import export_files
-from sapiens2_ft.training.model_card import CARD_FILE, card_for_repo
+from sapiens2_ft.training.model_card import CARD_FILE, public_card
 
 LOGIN_HINT = "run `hf auth login` (or set HF_TOKEN) with a token that has write access"
 
@@ -61,9 +62,12 @@ def push_export(directory: str | Path, repo_id: str, private: bool = False) -> s
         raise HubError(problems[0])
     if not (directory / "config.json").is_file():
         raise HubError(f"--push_to_hub: {directory} is not an exported model directory (no config.json)")
-    operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(directory / name))
-                  for name in export_files(directory) if name != CARD_FILE]  # the export's own, nothing else
-    card = card_for_repo(directory, repo_id)
+    try:  # the export's own files, nothing else; a symbolic link among them is refused, never followed
+        operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(directory / name))
+                      for name in export_files(directory) if name != CARD_FILE]
+        card = public_card(directory, repo_id)
+    except RefusedInput as err:
+        raise HubError(f"--push_to_hub: {err}") from None
     if card is not None:
         operations.append(CommitOperationAdd(path_in_repo=CARD_FILE, path_or_fileobj=card.encode()))
     api = HfApi()

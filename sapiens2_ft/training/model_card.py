@@ -5,21 +5,24 @@ The card opens with the Hub's YAML metadata (licence, ``base_model``, ``library_
 ``model-index`` with the validation metrics of the exported weights), then says what the model predicts, its labels,
 its results, the data, the recipe, how to load it and its limits. Two parts are rewritten later, between HTML comment
 markers: the results (``evaluate`` on an export refreshes them) and the loading example (``push_to_hub`` names the
-repository in the uploaded card).
+repository in the uploaded card). The card uploaded to the Hub leaves out the run's command line (kept in the local
+card) and names no absolute path, user or host name, token or URL credential (``public_text.py``).
 """
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import yaml
 
+from datamodules.boundary.files import read_json, read_text, read_yaml
+from datamodules.boundary.folders import handed_file
+from datamodules.boundary.writes import copy_file, write_text
 from sapiens2_ft.resources import shipped_asset
 from sapiens2_ft.tasks.registry import TASK_KEY, TASKS, takes_person_boxes, task_of_config, task_spec
+from sapiens2_ft.training.public_text import public_text
 
 CARD_FILE = "README.md"
 LICENCE_FILE = "LICENSE-sapiens2.md"  # the copy bundled with the keypoint sets (datamodules/keypoints/)
@@ -27,7 +30,7 @@ PICTURE_FILE = "predictions.png"
 LICENSE_LINK = "https://github.com/facebookresearch/sapiens2/blob/main/LICENSE.md"
 SAPIENS2_URL = "https://github.com/facebookresearch/sapiens2"
 TAGS = ("sapiens", "sapiens2", "human-centric", "sapiens2-ft")
-RESULTS, USAGE = "results", "usage"  # the rewritable sections
+RESULTS, USAGE, COMMAND = "results", "usage", "command"  # the rewritable sections (the command: local only)
 FRONT_MATTER = re.compile(r"\A---\n(.*?)\n---\n", re.S)
 
 
@@ -74,9 +77,9 @@ def read_run(run_dir: Path | None) -> tuple[dict, dict]:
     """(summary.json, config.yaml) of a run directory; empty where missing."""
     if run_dir is None:
         return {}, {}
-    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
-    config = yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").is_file() else {}
-    return summary, config or {}
+    summary = read_json(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else {}
+    config = read_yaml(run_dir / "config.yaml") if (run_dir / "config.yaml").is_file() else {}
+    return summary if isinstance(summary, dict) else {}, config if isinstance(config, dict) else {}
 
 
 def exported_metrics(info, summary: dict) -> dict[str, float]:
@@ -206,7 +209,7 @@ def recipe_text(info, config: dict, summary: dict) -> str:
             ("training time", f"{summary['fit_wall_time_s'] / 60:.1f} min" if summary.get("fit_wall_time_s") else None)]
     lines = ["## Recipe", ""]
     if summary.get("command"):
-        lines += ["```bash", summary["command"], "```", ""]
+        lines += [section(COMMAND, "\n".join(["```bash", summary["command"], "```"])), ""]
     lines += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows if v not in (None, "")]
     if config:
         lines += ["", "<details><summary>The whole recipe (the run's <code>config.yaml</code>)</summary>", "",
@@ -240,18 +243,17 @@ def copy_licence(out: Path) -> Path:
     """The Sapiens2 licence bundled with the keypoint sets, without its note on which files it covers there."""
     import datamodules.keypoints as keypoint_sets
 
-    text = (Path(keypoint_sets.__file__).parent / LICENCE_FILE).read_text()
-    target = out / LICENCE_FILE
-    target.write_text(text[text.index("# Sapiens2 License"):])
-    return target
+    text = read_text(Path(keypoint_sets.__file__).parent / LICENCE_FILE)
+    return write_text(out, LICENCE_FILE, text[text.index("# Sapiens2 License"):])
 
 
 def copy_picture(run_dir: Path | None, out: Path) -> Path | None:
-    """The run's first validation panel (``overlays/*_0.png``) as the card's picture."""
+    """The run's first validation panel (``overlays/*_0.png``, a regular file: a link is not followed) as the card's
+    picture."""
     panels = sorted((run_dir / "overlays").glob("*_0.png")) if run_dir is not None else []
     if not panels:
         return None
-    return Path(shutil.copyfile(panels[0], out / PICTURE_FILE))
+    return copy_file(handed_file(panels[0].parent, panels[0].name), out, PICTURE_FILE)
 
 
 def write_card(out: Path, info) -> Path:
@@ -278,35 +280,38 @@ def write_card(out: Path, info) -> Path:
     parts += [data_text(info.task, config, summary), recipe_text(info, config, summary), section(USAGE, usage_text(
         info.task, str(out))), limits_text(info, config), licence_text()]
     card = join_card(meta, "\n" + "\n\n".join(p for p in parts if p) + "\n")
-    (out / CARD_FILE).write_text(card)
-    return out / CARD_FILE
+    return write_text(out, CARD_FILE, card)
 
 
 def read_card(directory: Path) -> str | None:
     """An export's card when sapiens2-ft wrote it (it has the results section), else None."""
-    path = Path(directory) / CARD_FILE
-    if not path.is_file():
+    try:
+        card = read_text(handed_file(Path(directory), CARD_FILE))
+    except FileNotFoundError:
         return None
-    card = path.read_text()
     return card if f"<!-- sapiens2-ft:{RESULTS} -->" in card else None
 
 
-def card_for_repo(directory: Path, repo_id: str) -> str | None:
-    """The export's card as uploaded to ``repo_id``: its model-index and loading example name the repository."""
+def public_card(directory: Path, repo_id: str | None = None) -> str | None:
+    """The export's card as published (uploaded to ``repo_id``, or copied into a Space): the run's command line is
+    left out and nothing names the machine it ran on (``public_text``); with ``repo_id``, its model-index and
+    loading example name the repository."""
     card = read_card(directory)
     if card is None:
         return None
     meta, body = split_card(card)
-    for entry in meta.get("model-index") or []:
-        entry["name"] = repo_id.split("/")[-1]
-    task = export_task(directory)
-    body = replace_section(body, USAGE, usage_text(task, repo_id)) if task in TASKS else body
-    return join_card(meta, body)
+    if repo_id is not None:
+        for entry in meta.get("model-index") or []:
+            entry["name"] = repo_id.split("/")[-1]
+        task = export_task(directory)
+        body = replace_section(body, USAGE, usage_text(task, repo_id)) if task in TASKS else body
+    body = re.sub(rf"<!-- sapiens2-ft:{COMMAND} -->\n.*?<!-- /sapiens2-ft:{COMMAND} -->\n*", "", body, flags=re.S)
+    return public_text(join_card(meta, body))
 
 
 def export_task(directory: Path) -> str | None:
     """The task an export's ``config.json`` records (or its architecture's)."""
-    config = json.loads((Path(directory) / "config.json").read_text())
+    config = read_json(handed_file(Path(directory), "config.json"))
     return task_of_config(SimpleNamespace(architectures=config.get("architectures"), **{TASK_KEY: config.get(TASK_KEY)}))
 
 
@@ -321,5 +326,4 @@ def refresh_results(directory: Path, task: str, metrics: dict[str, float], datas
     results = [r for r in entries[0].get("results", []) if r.get("dataset", {}).get("name") != dataset["name"]]
     entries[0]["results"] = [result_entry(task, dataset, metrics), *results]
     body = replace_section(body, RESULTS, results_text(meta))
-    (Path(directory) / CARD_FILE).write_text(join_card(meta, body))
-    return Path(directory) / CARD_FILE
+    return write_text(directory, CARD_FILE, join_card(meta, body))

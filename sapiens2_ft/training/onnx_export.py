@@ -5,24 +5,26 @@ order and normalisation, resize rule, labels, flip pairs, output shapes and how 
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import torch
 
+from datamodules.boundary.files import read_json
+from datamodules.boundary.folders import handed_file
+from datamodules.boundary.writes import staged, write_json
 from sapiens2_ft.models.onnx import DTYPES, ONNX_FILE, export_onnx
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
 from sapiens2_ft.tasks.registry import TASKS, model_class, takes_person_boxes, task_of_config, task_spec
 from sapiens2_ft.tasks.saved_model import PREPROCESSOR_FILE, exported_input_size
-from sapiens2_ft.training.export_dir import recording
+from sapiens2_ft.training.export_dir import export_files, recording
 
 ONNX_CONFIG_FILE = "onnx_config.json"
 
 
 def onnx_config(directory: Path, config, task: str, names: list[str], shapes: dict, dtype: str) -> dict:
     """The runtime's side of the graph: input, normalisation, resize rule, labels, outputs and their decoding."""
-    processor = json.loads((directory / PREPROCESSOR_FILE).read_text())
+    processor = read_json(handed_file(directory, PREPROCESSOR_FILE))
     size = processor["size"]
     spec = task_spec(task)
     resize = ("person crop: box widened to the input aspect, affine-warped" if takes_person_boxes(task) else
@@ -46,6 +48,7 @@ def write_onnx(directory: str | Path, dtype: str = "float32") -> Path:
     from transformers import Sapiens2Config
 
     directory = Path(directory)
+    export_files(directory)  # a link among the export's files is refused before anything reads it
     config = Sapiens2Config.from_pretrained(directory, trust_remote_code=False)
     task = task_of_config(config)
     if task not in TASKS:
@@ -55,12 +58,13 @@ def write_onnx(directory: str | Path, dtype: str = "float32") -> Path:
     input_size = exported_input_size(directory, config)
     started = time.time()
     with recording(directory, start=False):  # the export's files, where the folder is an export of this project
-        names = export_onnx(model, input_size, directory / ONNX_FILE, dtype)
+        with staged(directory) as stage:  # the graph (and its data file) renamed over the names, never through a link
+            names = export_onnx(model, input_size, stage / ONNX_FILE, dtype)
         with torch.no_grad():
             out = model.to(DTYPES[dtype])(pixel_values=torch.zeros(1, 3, *input_size, dtype=DTYPES[dtype]))
         shapes = {name: list(out[name].shape) for name in names}
-        (directory / ONNX_CONFIG_FILE).write_text(json.dumps(onnx_config(directory, model.config, task, names,
-                                                                         shapes, dtype), indent=2))
+        write_json(directory, ONNX_CONFIG_FILE, onnx_config(directory, model.config, task, names, shapes, dtype),
+                   indent=2)
     print(f"ONNX model ({dtype}, outputs {', '.join(names)}) -> {directory / ONNX_FILE} "
           f"in {time.time() - started:.1f} s")
     return directory / ONNX_FILE

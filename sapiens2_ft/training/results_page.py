@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
 from pathlib import Path
+
+from datamodules.boundary.files import read_text
+from datamodules.boundary.limits import MAX_FILE_BYTES
+from datamodules.boundary.writes import replacing
 
 CELL = (4.5, 3.2)  # inches per panel
 # Fixed margins, inches: matplotlib's tight_layout costs as much as the drawing (about 1 s a page).
@@ -15,16 +20,15 @@ LEFT, RIGHT, BOTTOM, TOP, SUPTITLE = 0.75, 0.2, 0.5, 0.4, 0.4
 def read_metrics(path: Path) -> dict[str, list[tuple[float, float]]]:
     """Column -> (step, value) points of a Lightning ``metrics.csv`` (rows log different columns)."""
     series: dict[str, dict[float, float]] = {}
-    with open(path) as f:
-        for row in csv.DictReader(f):
-            step = row.get("step")
-            if not step:
+    for row in csv.DictReader(io.StringIO(read_text(path, MAX_FILE_BYTES, "metrics"))):
+        step = row.get("step")
+        if not step:
+            continue
+        for key, value in row.items():
+            if key in ("step", "epoch") or value in ("", None):
                 continue
-            for key, value in row.items():
-                if key in ("step", "epoch") or value in ("", None):
-                    continue
-                # A resumed run logs again the steps after its last checkpoint: the later value wins.
-                series.setdefault(key, {})[float(step)] = float(value)
+            # A resumed run logs again the steps after its last checkpoint: the later value wins.
+            series.setdefault(key, {})[float(step)] = float(value)
     return {key: sorted(points.items()) for key, points in series.items()}
 
 
@@ -93,6 +97,6 @@ def write_results_png(run_dir: str | Path, monitor: str | None = None) -> Path |
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.suptitle(f"{run_dir.parent.name}/{run_dir.name}", y=1 - 0.1 / height, va="top")
-    out = run_dir / "results.png"
-    fig.savefig(out, dpi=90)
-    return out
+    with replacing(run_dir, "results.png") as temporary:
+        fig.savefig(temporary, dpi=90)
+    return run_dir / "results.png"

@@ -13,6 +13,7 @@ import re
 import time
 from pathlib import Path
 
+from datamodules.boundary.files import read_head
 from sapiens2_ft.models.checkpoints import CheckpointError, is_distributed_checkpoint, read_info
 
 RUN_DIR_ENV = "SAPIENS2_FT_RUN_DIR"
@@ -87,8 +88,7 @@ def unreadable_reason(path: Path) -> str | None:
     zeroed file), or a distributed checkpoint lacks a shard file its metadata lists or holds it shorter, or holds
     anything but tensors and plain data (``models/dcp_metadata.py``: checked before Lightning unpickles it)."""
     if path.is_file():
-        with open(path, "rb") as f:
-            head = f.read(4096)
+        head = read_head(path, 4096)
         if not head:
             return f"{path} is empty (0 bytes)"
         if not head.startswith(b"PK\x03\x04"):  # torch.save writes a zip archive

@@ -8,13 +8,13 @@ Val: flip test, DARK-UDP decode, inverse crop affine to image pixels, OKS AP via
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import torch
 
+from datamodules.boundary.writes import write_json
 from datamodules.keypoints.metainfo import MetainfoError, load_metainfo
 from sapiens2_ft.tasks.base import TaskModule
 from sapiens2_ft.tasks.pose import draw
@@ -121,5 +121,4 @@ class PoseModule(TaskModule):
 
     def write_validation_outputs(self, run_dir: Path) -> None:
         """``predictions.json``: COCO keypoint results of the last validation (after rescoring and OKS-NMS)."""
-        with open(Path(run_dir) / "predictions.json", "w") as f:
-            json.dump(self.val_metrics.results if self.val_metrics is not None else [], f)
+        write_json(run_dir, "predictions.json", self.val_metrics.results if self.val_metrics is not None else [])

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import cv2
 import numpy as np
 
+from datamodules.boundary.writes import write_image, write_json
 from sapiens2_ft.tasks.inference import output_name
 from sapiens2_ft.tasks.pose.draw import draw_people
 
@@ -32,19 +31,16 @@ class PoseResults:
         height, width = image.shape[:2]
         self.images.append({"id": image_id, "file_name": key, "height": height, "width": width})
         self.results += coco_results(image_id, people)
-        overlay_file = self.out / "overlays" / f"{output_name(key)}.jpg"
-        overlay_file.parent.mkdir(parents=True, exist_ok=True)
-        cv2.imwrite(str(overlay_file), draw_people(image, people, self.metainfo.skeleton)[..., ::-1])
+        write_image(self.out, f"overlays/{output_name(key)}.jpg",
+                    draw_people(image, people, self.metainfo.skeleton)[..., ::-1])
 
     def close(self) -> int:
         """Writes the json files; returns the number of people."""
         names = list(self.metainfo.keypoint_names)
         category = {"id": 1, "name": "person", "supercategory": "person", "keypoints": names,
                     "skeleton": [[a + 1, b + 1] for a, b in self.metainfo.skeleton]}
-        self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "keypoints.json").write_text(json.dumps(self.results))
-        (self.out / "images.json").write_text(json.dumps({"images": self.images, "annotations": [],
-                                                          "categories": [category]}))
+        write_json(self.out, "keypoints.json", self.results)
+        write_json(self.out, "images.json", {"images": self.images, "annotations": [], "categories": [category]})
         return len(self.results)
 
     def summary(self, count: int, images: int) -> str:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
-import cv2
 import lightning as L
-import numpy as np
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 
+from datamodules.boundary.writes import write_image, write_text
 from sapiens2_ft.tasks.diagnostics import Diagnostics, Table
 
 
@@ -18,16 +18,13 @@ def write_diagnostics(out: Path, diagnostics: Diagnostics) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     files = []
     for name, table in diagnostics.tables.items():
-        path = out / f"{name}.csv"
-        with open(path, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(table.columns)
-            writer.writerows(["" if v is None else v for v in row] for row in table.rows)
-        files.append(path)
+        text = io.StringIO(newline="")
+        writer = csv.writer(text)
+        writer.writerow(table.columns)
+        writer.writerows(["" if v is None else v for v in row] for row in table.rows)
+        files.append(write_text(out, f"{name}.csv", text.getvalue()))
     for name, picture in diagnostics.images.items():
-        path = out / f"{name}.png"
-        cv2.imwrite(str(path), np.ascontiguousarray(picture[..., ::-1]))
-        files.append(path)
+        files.append(write_image(out, f"{name}.png", picture[..., ::-1]))
     return files
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cv2
 import lightning as L
-import numpy as np
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
+
+from datamodules.boundary.writes import write_image
 
 
 class ImagePanels(L.Callback):
@@ -28,10 +28,9 @@ class ImagePanels(L.Callback):
         if not panels:
             return
         step = trainer.global_step
-        self.out.mkdir(parents=True, exist_ok=True)
         for name, pictures in panels.items():
             for i, picture in enumerate(pictures):
-                cv2.imwrite(str(self.out / f"{name}_{i}.png"), np.ascontiguousarray(picture[..., ::-1]))
+                write_image(self.out, f"{name}_{i}.png", picture[..., ::-1])
             for logger in trainer.loggers:
                 if isinstance(logger, WandbLogger):
                     logger.log_image(key=f"val/{name}", images=list(pictures), step=step)

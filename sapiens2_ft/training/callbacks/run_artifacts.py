@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import lightning as L
 import torch
 from lightning.pytorch.trainer.states import TrainerFn
 
+from datamodules.boundary.writes import write_json
 from sapiens2_ft.models.checkpoints import RECORD_KEY
 from sapiens2_ft.training.run_dir import LAST_CHECKPOINT
 from sapiens2_ft.training.tracking import wandb_run_id
@@ -120,8 +120,7 @@ class RunArtifacts(L.Callback):
             **(extra or {}),
         }
         if trainer.is_global_zero:
-            with open(self.run_dir / "summary.json", "w") as f:
-                json.dump(summary, f, indent=2)
+            write_json(self.run_dir, "summary.json", summary, indent=2)
         return summary
 
 
