@@ -25,6 +25,7 @@ import lightning as L
 import torch
 
 from datamodules.boundary.writes import write_image, write_json
+from datamodules.errors import RefusedInput
 from sapiens2_ft.check_data import DataCheckCLI
 from sapiens2_ft.models.checkpoints import CheckpointError, is_distributed_checkpoint, read_info
 from sapiens2_ft.predict.loading import model_problem, resolve_model
@@ -182,7 +183,11 @@ def main(argv: list[str] | None = None) -> dict:
     write_outputs(module, out, summary)
     if Path(args.model, "config.json").is_file():  # a local export (not the hub cache): its card's results
         boxes = "detected boxes" if args.boxes or args.detector else None
-        refresh_results(Path(args.model), task, summary["metrics"], dataset_entry(cli.config.data.get("root"), boxes))
+        try:
+            refresh_results(Path(args.model), task, summary["metrics"],
+                            dataset_entry(cli.config.data.get("root"), boxes))
+        except RefusedInput as err:  # a card that is a link is neither read nor written through
+            print(f"evaluate: the model card was not updated: {err}", file=sys.stderr)
     print(f"{task} on {samples} validation samples: "
           + "  ".join(f"{k}={v:.4f}" for k, v in summary["metrics"].items()) + f"\nwritten to {out}")
     return summary

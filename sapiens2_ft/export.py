@@ -25,6 +25,7 @@ import sys
 import types
 from pathlib import Path
 
+from datamodules.errors import RefusedInput
 from sapiens2_ft.models.checkpoints import CheckpointError
 from sapiens2_ft.models.onnx import DTYPES
 from sapiens2_ft.problems import Problems
@@ -69,7 +70,10 @@ def main(argv: list[str] | None = None) -> Path:
             raise SystemExit(f"export: {err}") from None
         print(f"exported {args.checkpoint} -> {out}")
     if args.format == "onnx":
-        write_onnx(out, args.dtype)
+        try:
+            write_onnx(out, args.dtype)
+        except RefusedInput as err:  # a link among a handed export's files: named, nothing read or written
+            raise SystemExit(f"export: {err}") from None
     if args.push_to_hub:
         try:
             url = push_export(out, args.push_to_hub, args.private)

@@ -110,7 +110,8 @@ def decode(raw: bytes, flags: int, what: str, limit: int | None = None) -> np.nd
     except cv2.error as err:
         cap = opencv_cap()
         why = (f"above OpenCV's own limit of {cap:,} pixels ({OPENCV_ENV}: set it, or {MAX_PIXELS_ENV}, before the "
-               f"command starts; OpenCV reads it when it loads)" if size[0] * size[1] > cap else
+               f"command starts; OpenCV reads it when it loads)"
+               if size[0] * size[1] > cap or "CV_IO_MAX_IMAGE_PIXELS" in str(err) else
                "OpenCV: " + " ".join(str(err).split())[-200:])
         raise DataError(f"cannot read image {what}: {why}") from None
     if image is None:

@@ -46,7 +46,7 @@ def file_url(location: str, name: str) -> str:
 
 class _SameSchemes(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):
-        if scheme_of(newurl) not in ("http", "https"):
+        if SCHEME.match(newurl) is None or SCHEME.match(newurl).group(1).lower() not in ("http", "https"):
             raise RefusedInput(f"{req.full_url}: redirected to {newurl}, which is not an http(s) URL")
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 

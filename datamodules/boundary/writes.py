@@ -32,12 +32,13 @@ FILE_MODE = 0o666 & ~_umask()  # what open() would have given a new file
 
 
 def target(folder: str | Path, name: str) -> Path:
-    """``folder / name`` with the folders on the way created; ``RefusedInput`` when one of them, or ``name``
-    itself, is a symbolic link or another kind of file than expected."""
+    """``folder / name`` with the folders on the way created; ``RefusedInput`` when one of those folders is a
+    symbolic link, or ``name`` a folder (a link at ``name`` itself is replaced by the new file, not written
+    through)."""
     folder = Path(folder)
     name = relative_name(name, str(folder))
     link = link_on_the_way(folder, name)
-    if link is not None:
+    if link is not None and link != folder / name:
         raise RefusedInput(f"{link} is a symbolic link; nothing is written through a link in {folder} (remove it, "
                            "or write to a new folder)")
     path = folder / name

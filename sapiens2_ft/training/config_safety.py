@@ -6,7 +6,9 @@ from someone else must not be able to run arbitrary code, so:
 
 - classes: only under these module prefixes: ``sapiens2_ft.``, ``datamodules.`` (this project), ``lightning.``
   (Lightning's strategies, callbacks, loggers, plugins), ``torch.optim.``, ``torchmetrics.``;
-- functions: only those of :data:`ALLOWED_FUNCTIONS`.
+- functions: only those of :data:`ALLOWED_FUNCTIONS`;
+- data locations (``data.shards``): a folder, or a URL of a scheme the boundary reads (``https``, ``http``, ``s3``,
+  ``gs``: ``datamodules/boundary/urls.py``); ``pipe:`` (a shell command) and any other scheme are refused.
 
 Your own classes and functions (a callback in ``my_project.callbacks``) are allowed from the environment only,
 never from a config file: ``SAPIENS2_FT_ALLOW_CLASSES=my_project.,other_pkg.``.
@@ -29,7 +31,8 @@ from pathlib import Path
 import yaml
 
 from datamodules.boundary.files import read_yaml
-from datamodules.errors import DataError
+from datamodules.boundary.urls import scheme_of
+from datamodules.errors import DataError, RefusedInput
 
 ALLOWED_PREFIXES = ("sapiens2_ft.", "datamodules.", "lightning.", "torch.optim.", "torchmetrics.")
 ALLOWED_FUNCTIONS = (
@@ -98,10 +101,33 @@ def function_arguments(class_path: str) -> set[str]:
     return {p.name for p in parameters if "Callable" in str(p.annotation)}
 
 
+LOCATION_KEYS = ("shards",)  # keys whose value is a folder or URL data is read from
+
+
+def location_problems(value, where: str = "") -> list[str]:
+    """Data locations (:data:`LOCATION_KEYS`) of a scheme the boundary does not read, named by key."""
+    if isinstance(value, dict):
+        found = []
+        for key, item in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            if key in LOCATION_KEYS and isinstance(item, str):
+                try:
+                    scheme_of(item)
+                except RefusedInput as err:
+                    found.append(f"{path}: {err}")
+            else:
+                found += location_problems(item, path)
+        return found
+    if isinstance(value, (list, tuple)):
+        return [p for i, item in enumerate(value) for p in location_problems(item, f"{where}[{i}]")]
+    return []
+
+
 def recipe_problems(config) -> list[str]:
-    """Classes outside the allowed modules and functions off the list, named by key, in a config as written."""
+    """Classes outside the allowed modules, functions off the list and data locations that would run a command,
+    named by key, in a config as written."""
     prefixes = allowed_prefixes()
-    problems = []
+    problems = location_problems(config)
     for key, spec in class_specs(config):
         path = spec["class_path"]
         if not path.startswith(prefixes):
@@ -128,12 +154,12 @@ def load_recipe(path: str | Path) -> dict:
     """A config file as plain YAML data (no tags); SystemExit naming the file otherwise."""
     try:
         data = read_yaml(path)
-    except (OSError, DataError) as err:
-        raise SystemExit(f"{path}: cannot be read ({err})") from None
     except yaml.YAMLError as err:
         raise SystemExit(f"{path}: not a plain YAML recipe ({' '.join(str(err).split())})") from None
     except OSError as err:
         raise SystemExit(f"{path}: cannot read the config ({err.strerror})") from None
+    except DataError as err:  # a FIFO, a file above the size limit, a YAML bomb
+        raise SystemExit(f"config {err}") from None
     if data is not None and not isinstance(data, dict):
         raise SystemExit(f"{path}: a recipe is a YAML mapping of keys, got a {type(data).__name__}")
     return data or {}
@@ -180,7 +206,9 @@ def function_values(value, where: str = "") -> list[tuple[str, str]]:
 
 
 def check_parsed_recipe(config: dict) -> None:
-    """The parsed recipe, before any class is built or function called: its classes and its functions."""
+    """The parsed recipe, before any class is built or function called: its data locations, classes and
+    functions."""
+    refuse(location_problems(config), "the recipe")
     check_class_paths(config)
     refused = [f"{key}: {name}" for key, name in function_values(config) if not allowed_function(name)]
     if refused:

@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 import pytest
 
+from bombs import write_bombs
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
@@ -97,6 +98,23 @@ def test_bad_input_is_a_message(served, tmp_path):
         client.predict(handle_file(str(big)), api_name="/photo")
     with pytest.raises(AppError, match="cannot be read as a video"):
         client.predict(handle_file(str(tmp_path / "notes.txt")), api_name="/video")
+
+
+def test_a_bomb_upload_is_refused_from_its_header_and_the_queue_goes_on(served, tmp_path, monkeypatch):
+    """Issue 58, case 6: every decoder's bomb (a 17 kB 1-bit PNG of 12000 x 12000 among them) is refused from its
+    header before Gradio or the demo decodes it, and the next visitor's photo is served."""
+    from PIL import Image
+
+    decoded, real_load, real_decode = [], Image.Image.load, cv2.imdecode
+    monkeypatch.setattr(Image.Image, "load", lambda self, *a: decoded.append(self.size) or real_load(self, *a))
+    monkeypatch.setattr(cv2, "imdecode", lambda raw, flags: decoded.append("cv2") or real_decode(raw, flags))
+    client = Client(served[0], verbose=False)
+    for name in write_bombs(tmp_path / "bombs"):
+        with pytest.raises(AppError, match=rf"{name}: \d+ x \d+ pixels \(\d+ megapixels\) is more than this demo "):
+            client.predict(handle_file(str(tmp_path / "bombs" / name)), api_name="/photo")
+    assert not [size for size in decoded if size == "cv2" or size[0] * size[1] > 10**6]
+    gallery, found = client.predict(handle_file(str(photo(tmp_path))), api_name="/photo")
+    assert found["image"] == {"width": 192, "height": 256} and gallery
 
 
 def test_video_gives_predicts_video_and_per_frame_people(served, tmp_path):

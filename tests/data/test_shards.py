@@ -165,3 +165,64 @@ def test_shards_at_a_url_are_downloaded_once_into_the_cache(tiny_coco, tmp_path,
     assert_same_items(files.train_set, again.train_set, KEYS[:2])
     with pytest.raises(DataError, match="cannot download"):
         pose_dm(tmp_path, shards=url + "-missing", shard_cache=str(cache)).setup("fit")
+
+
+def test_the_download_cache_is_private_and_its_entries_are_checked_as_fresh_data(tiny_coco, tmp_path, served,
+                                                                                  monkeypatch):
+    """Issue 58, case 4: downloads go to the user's own cache (0700), not a fixed folder of the shared temporary
+    folder where another user can plant a lock, a partial file or a link; a cached file is read as a handed one."""
+    import os
+    import stat
+    import tempfile
+
+    url, folder = served
+    files = written(pose_dm(tiny_coco), folder / "shards")
+    monkeypatch.setenv("SAPIENS2_FT_CACHE", str(tmp_path / "user-cache"))
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))  # the machine's temporary folder: not used any more
+    dm = pose_dm(tmp_path / "nowhere", shards=url)
+    dm.setup("fit")
+    assert_same_items(files.train_set, dm.train_set, KEYS[:2])
+    [entry] = (tmp_path / "user-cache" / "shards").iterdir()
+    for private in (tmp_path / "user-cache", tmp_path / "user-cache" / "shards", entry):
+        assert stat.S_IMODE(private.stat().st_mode) == 0o700, private
+    assert list(shared.iterdir()) == []
+    # a cached shard replaced by a link (to a file of the user's): refused by name, never read through
+    secret = tmp_path / "secret.tar"
+    secret.write_bytes((entry / "shard-000000.tar").read_bytes())
+    (entry / "shard-000000.tar").unlink()
+    (entry / "shard-000000.tar").symlink_to(secret)
+    linked = pose_dm(tmp_path / "nowhere", shards=url)
+    linked.setup("fit")
+    with pytest.raises(DataError, match="shard-000000.tar is a symbolic link"):
+        linked.train_set[0]
+    (entry / "shard-000000.tar").unlink()
+    # a cached index naming a file outside the folder: checked as the downloaded one is
+    index = json.loads((entry / "index.json").read_text())
+    (entry / "index.json").write_text(json.dumps({**index, "shards": ["../../secret.tar"]}))
+    with pytest.raises(DataError, match="names files outside its folder"):
+        pose_dm(tmp_path / "nowhere", shards=url).setup("fit")
+    # an explicit cache folder others may write to is refused, not used
+    open_cache = tmp_path / "open"
+    open_cache.mkdir()
+    os.chmod(open_cache, 0o777)
+    with pytest.raises(DataError, match=r"open is writable by others \(mode 777\)"):
+        pose_dm(tmp_path / "nowhere", shards=url, shard_cache=str(open_cache)).setup("fit")
+
+
+def test_a_download_above_its_limit_stops_and_leaves_nothing(tiny_coco, tmp_path, served, monkeypatch):
+    url, folder = served
+    written(pose_dm(tiny_coco), folder / "shards")
+    monkeypatch.setenv("SAPIENS2_FT_MAX_JSON_BYTES", "100")  # the index files' limit (index.json is ~1 kB)
+    with pytest.raises(DataError, match=r"index.json: more than 100 bytes, the limit for this file"):
+        pose_dm(tmp_path / "nowhere", shards=url, shard_cache=str(tmp_path / "cache")).setup("fit")
+    assert [p.name for p in (tmp_path / "cache").glob("*/*") if not p.name.endswith(".lock")] == []
+
+
+@pytest.mark.parametrize("location", ["pipe:touch {flag}; cat {{}}", "ftp://127.0.0.1/shards"])
+def test_a_shard_location_that_would_run_a_command_is_refused(tmp_path, location):
+    flag = tmp_path / "PWNED"
+    with pytest.raises(DataError, match="is not read"):
+        pose_dm(tmp_path, shards=location.format(flag=flag)).setup("fit")
+    assert not flag.exists()
