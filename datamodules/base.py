@@ -34,10 +34,12 @@ class SampleDataModule(L.LightningDataModule):
         persistent_workers: Keep workers alive between epochs.
         on_bad_sample: ``error`` stops at the first bad sample or record; ``skip`` counts and drops it.
         synthetic: When set, render the synthetic demo dataset into ``root`` if it is missing.
-        shards: Train and validate from the shards in this folder or at this URL (``https://``, ``gs://``,
-            ``pipe:`` with ``{}`` for the file name), written by ``python -m sapiens2_ft.write_shards``; the
-            dataset paths are then not read. Each process reads its own run of shards, a shard at a time.
-        shard_cache: Local folder of the shards downloaded from a URL (default: the temporary folder).
+        shards: Train and validate from the shards in this folder or at this URL (``https://``, ``http://``,
+            ``s3://`` with the aws tool, ``gs://`` with gsutil; ``{}`` in it stands for the file name; no other
+            scheme, no shell), written by ``python -m sapiens2_ft.write_shards``; the dataset paths are then not
+            read. Each process reads its own run of shards, a shard at a time.
+        shard_cache: Local folder of the shards downloaded from a URL, made private (default: ``shards/`` of the
+            user's cache, ``$SAPIENS2_FT_CACHE`` or ``~/.cache/sapiens2_ft``).
         shard_cache_gb: Most gigabytes of downloaded shards kept; the least recently used are deleted.
     """
 

@@ -77,8 +77,8 @@ class PoseDataModule(SampleDataModule):
         index_cache: Cache each json's checked instance index, so that later starts (and the other processes
             of a run) read it in a second instead of parsing and checking the json; rebuilt when the json or an
             option it depends on changes.
-        cache_dir: Folder of those caches (default: ``.sapiens2_ft_cache`` beside each annotation file; give a
-            writable folder when the data's is read-only).
+        cache_dir: Folder of those caches, made private (default: ``index/`` of the user's cache,
+            ``$SAPIENS2_FT_CACHE`` or ``~/.cache/sapiens2_ft``; nothing is written into the dataset folder).
     """
 
     def __init__(

@@ -18,7 +18,7 @@ LAYERS = {
     "datamodules.errors": 0,  # the data errors, which the boundary raises
     "datamodules": 1,  # data
     "sapiens2_ft.compat": 2,  # Lightning / torchmetrics internals, below everything of sapiens2_ft
-    "sapiens2_ft.resources": 2,  # where the shipped configs/ and assets/ are (imports nothing of ours)
+    "sapiens2_ft.resources": 2,  # where the shipped configs/ and assets/ are (reads them through the boundary)
     "sapiens2_ft.problems": 2,  # every problem of a command's arguments in one message (imports nothing of ours)
     "sapiens2_ft.models": 2,
     "sapiens2_ft.tasks": 3,
