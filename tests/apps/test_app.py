@@ -110,9 +110,9 @@ def test_a_bomb_upload_is_refused_from_its_header_and_the_queue_goes_on(served, 
     monkeypatch.setattr(cv2, "imdecode", lambda raw, flags: decoded.append("cv2") or real_decode(raw, flags))
     client = Client(served[0], verbose=False)
     for name in write_bombs(tmp_path / "bombs"):
-        with pytest.raises(AppError, match=rf"{name}: \d+ x \d+ pixels \(\d+ megapixels\) is more than this demo "):
+        with pytest.raises(AppError, match=r"\d+ x \d+ pixels \(\d+ megapixels\) is more than this demo "):
             client.predict(handle_file(str(tmp_path / "bombs" / name)), api_name="/photo")
-    assert not [size for size in decoded if size == "cv2" or size[0] * size[1] > 10**6]
+        assert not [size for size in decoded if size == "cv2" or size[0] * size[1] > 10**6], name
     gallery, found = client.predict(handle_file(str(photo(tmp_path))), api_name="/photo")
     assert found["image"] == {"width": 192, "height": 256} and gallery
 
