@@ -74,7 +74,9 @@ def read_bytes(path: str | Path | StoredFile, limit: int | None = None, kind: st
         size = os.fstat(f.fileno()).st_size
         if size > limit:
             raise too_large(path, size, limit, kind)
-        data = f.read(limit + 1)
+        data = f.read(size + 1)  # what it holds (never a buffer of the limit's size); then what it grew by, if any
+        while size < len(data) <= limit and (more := f.read(min(1 << 20, limit + 1 - len(data)))):
+            data += more
     if len(data) > limit:
         raise too_large(path, "more than " + f"{limit:,}", limit, kind)
     return data

@@ -303,3 +303,31 @@ def test_a_cache_folder_of_another_user_is_refused(tmp_path):
     os.chown(other, 65534, 65534)
     with pytest.raises(RefusedInput, match="theirs belongs to user id 65534, not to you"):
         private_folder(other)
+
+
+def test_reading_a_small_file_allocates_what_it_holds_not_the_limit(tmp_path):
+    """``read_bytes`` sizes its buffer by the file, not by the 2 GiB limit (CPython allocates a read's whole size
+    first: under a memory cap every read would fail), and still stops a file that grows past the limit."""
+    import tracemalloc
+
+    (tmp_path / "one").write_bytes(b"x")
+    tracemalloc.start()
+    try:
+        assert read_bytes(tmp_path / "one") == b"x"
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+    growing = tmp_path / "growing"
+    growing.write_bytes(bytes(10))
+    real_fstat = os.fstat
+
+    def fstat_before_it_grew(fd):  # the size seen when it was opened; 5,000 bytes written since
+        result = real_fstat(fd)
+        return os.stat_result((*result[:6], 10, *result[7:]))
+
+    growing.write_bytes(bytes(5000))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "fstat", fstat_before_it_grew)
+        with pytest.raises(RefusedInput, match="more than 4,096 bytes"):
+            read_bytes(growing, limit=4096)
