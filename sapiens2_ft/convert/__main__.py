@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from datamodules.errors import DataError
 from datamodules.keypoints.metainfo import MetainfoError, load_metainfo
 from sapiens2_ft.convert import FORMATS, ConvertError, convert, summary
 from sapiens2_ft.convert.names import load_classes, parse_rename
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         result = convert(args.format, args.src, args.out, args.keypoints, args.classes, args.rename, split=args.split,
                          val_fraction=args.val_fraction, seed=args.seed, unlabelled=args.unlabelled,
                          overwrite=args.overwrite)
-    except (ConvertError, MetainfoError) as err:
+    except (ConvertError, MetainfoError, DataError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(summary(result, args.keypoints))

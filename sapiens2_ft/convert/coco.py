@@ -23,7 +23,7 @@ from datamodules.errors import DataError
 from datamodules.boundary.images import file_size
 from datamodules.boundary.files import read_json
 from datamodules.boundary.folders import inside
-from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person, Region
+from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person, Region, inside_export
 
 
 def annotation_files(src: Path) -> list[Path]:
@@ -159,7 +159,7 @@ def mask_points(region: Region) -> np.ndarray:
 
 
 def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
-    files = annotation_files(src)
+    files = inside_export(src, annotation_files(src), problems)
     if not files:
         raise ConvertError(f"{src}: no annotations.xml and no COCO json (annotations/*.json) found")
     return [r for f in files for r in read_file(f, src, problems)]

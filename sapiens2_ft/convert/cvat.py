@@ -18,12 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from datamodules.data_check import DataReport
+from datamodules.boundary.files import read_bytes
+from datamodules.boundary.folders import inside
 from datamodules.boundary.images import file_size
 from datamodules.boundary.limits import max_pixels
-from datamodules.boundary.folders import inside
+from datamodules.data_check import DataReport
+from datamodules.errors import DataError
 from sapiens2_ft.convert import coco, cvat_masks
-from sapiens2_ft.convert.records import ConvertError, ImageRecord
+from sapiens2_ft.convert.records import ConvertError, ImageRecord, inside_export
 from sapiens2_ft.convert.shapes import Shape, at, decode_counts_rle, people_from_shapes, regions_from_shapes
 
 SKIPPED = ("polyline", "ellipse", "cuboid")
@@ -145,19 +147,34 @@ def _image(element, index: int, xml_file: Path, src: Path, problems: DataReport)
     return image
 
 
+def _xml_root(xml_file: Path):
+    """The XML's root, its bytes read within the annotation file limit; one that declares entities is refused."""
+    try:
+        data = read_bytes(xml_file, kind="annotation")
+    except DataError as err:
+        raise ConvertError(str(err)) from None
+    except OSError as err:
+        raise ConvertError(f"{xml_file}: cannot be read ({err.strerror})") from None
+    if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
+        raise ConvertError(f"{xml_file}: declares a document type or entities, which CVAT never writes and which "
+                           "can expand without end; it is not read")
+    try:
+        return ET.fromstring(data)
+    except ET.ParseError as err:
+        raise ConvertError(f"{xml_file}: not valid XML ({err})") from None
+
+
 def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
-    """``SRC/annotations.xml`` (or the one ``*.xml`` in SRC); without one, the COCO keypoints export."""
+    """``SRC/annotations.xml`` (or the ``*.xml`` files in SRC); without one, the mask or the COCO export."""
     xml_files = [src / "annotations.xml"] if (src / "annotations.xml").is_file() else sorted(src.glob("*.xml"))
+    xml_files = inside_export(src, xml_files, problems)
     if not xml_files and cvat_masks.is_mask_export(src):
         return cvat_masks.read(src, problems)
     if not xml_files:
         return coco.read(src, problems)
     records = []
     for xml_file in xml_files:
-        try:
-            root = ET.parse(xml_file).getroot()
-        except ET.ParseError as err:
-            raise ConvertError(f"{xml_file}: not valid XML ({err})") from err
+        root = _xml_root(xml_file)
         if root.tag != "annotations":
             raise ConvertError(f"{xml_file}: not a CVAT export (root <{root.tag}>, expected <annotations>)")
         if root.find("track") is not None:

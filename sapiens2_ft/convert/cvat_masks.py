@@ -23,7 +23,7 @@ from datamodules.data_check import DataReport
 from datamodules.errors import DataError
 from datamodules.boundary.images import decode, read_bytes
 from datamodules.boundary.folders import inside
-from sapiens2_ft.convert.records import ConvertError, ImageRecord, Region
+from sapiens2_ft.convert.records import ConvertError, ImageRecord, Region, export_text
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 
@@ -32,10 +32,10 @@ def is_mask_export(src: Path) -> bool:
     return (src / "labelmap.txt").is_file() and (src / "SegmentationClass").is_dir()
 
 
-def read_labelmap(path: Path) -> dict[tuple[int, int, int], str]:
+def read_labelmap(src: Path, path: Path) -> dict[tuple[int, int, int], str]:
     """RGB colour -> label name, from the ``name:r,g,b:parts:actions`` lines (``#`` lines are comments)."""
     colours: dict[tuple[int, int, int], str] = {}
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(export_text(src, path).splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         name, _, rest = line.partition(":")
@@ -60,7 +60,7 @@ def stems(src: Path) -> list[tuple[str, str | None]]:
     lists = sorted((src / "ImageSets" / "Segmentation").glob("*.txt"))
     if not lists:
         return [(p.stem, None) for p in sorted((src / "SegmentationClass").glob("*.png"))]
-    return [(line.strip(), f.stem) for f in lists for line in f.read_text().splitlines() if line.strip()]
+    return [(line.strip(), f.stem) for f in lists for line in export_text(src, f).splitlines() if line.strip()]
 
 
 def regions_of(mask_rgb: np.ndarray, colours: dict, mask_file: Path, record: str,
@@ -82,7 +82,7 @@ def regions_of(mask_rgb: np.ndarray, colours: dict, mask_file: Path, record: str
 
 
 def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
-    colours = read_labelmap(src / "labelmap.txt")
+    colours = read_labelmap(src, src / "labelmap.txt")
     records = []
     for stem, subset in stems(src):
         record = f"image {stem}" + (f" ({subset})" if subset else "")

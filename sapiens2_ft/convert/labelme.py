@@ -27,7 +27,7 @@ from datamodules.boundary.limits import max_pixels
 from datamodules.boundary.files import read_json
 from datamodules.keypoints.metainfo import KeypointMetainfo
 from datamodules.boundary.folders import inside
-from sapiens2_ft.convert.records import ConvertError, ImageRecord
+from sapiens2_ft.convert.records import ConvertError, ImageRecord, inside_export
 from sapiens2_ft.convert.shapes import Shape, people_from_shapes, regions_from_shapes
 
 MIN_POINTS = {"point": 1, "rectangle": 2, "polygon": 3, "mask": 2}
@@ -127,7 +127,7 @@ def read_file(json_file: Path, src: Path, problems: DataReport) -> ImageRecord |
 
 def read(src: Path, problems: DataReport, metainfo: KeypointMetainfo) -> list[ImageRecord]:
     """Every LabelMe JSON file under ``src`` (other JSON files are passed over)."""
-    files = sorted(src.rglob("*.json"))
+    files = inside_export(src, sorted(src.rglob("*.json")), problems)
     if not files:
         raise ConvertError(f"{src}: no LabelMe JSON files (*.json) found")
     records = [r for f in tqdm(files, desc="reading", unit="file", disable=len(files) < 200)
