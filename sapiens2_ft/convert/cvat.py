@@ -25,8 +25,9 @@ from datamodules.boundary.limits import max_pixels
 from datamodules.data_check import DataReport
 from datamodules.errors import DataError
 from sapiens2_ft.convert import coco, cvat_masks
+from sapiens2_ft.convert.masks import RunLengths, run_lengths
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, inside_export
-from sapiens2_ft.convert.shapes import Shape, at, decode_counts_rle, people_from_shapes, regions_from_shapes
+from sapiens2_ft.convert.shapes import Shape, at, people_from_shapes, regions_from_shapes
 
 SKIPPED = ("polyline", "ellipse", "cuboid")
 
@@ -74,22 +75,24 @@ def _shape(element, where: str, group, xml_file: Path, record: str, problems: Da
         return Shape("box", label, where, np.reshape(corners, (2, 2)), group=group, z=z)
     if tag == "mask":
         box = _float_attrs(element, ("left", "top", "width", "height"))
-        if box and not mask_fits(box[2], box[3], size):
+        if box is None:
+            bad("left/top/width/height", "integers")
+            return None
+        x0, y0, width, height = (int(v) for v in box)
+        if width < 1 or height < 1:
+            bad("width/height", f"a positive mask size, got {box[2]:g}x{box[3]:g}")
+            return None
+        if not mask_fits(width, height, size):
             image = f"{size[0]}x{size[1]}" if size else "the pixel limit"
             bad("width/height", f"a mask no larger than its image ({image}), got {box[2]:g}x{box[3]:g}")
             return None
-        try:
-            counts = [int(v) for v in (element.get("rle") or "").replace(" ", "").split(",") if v]
-            mask = decode_counts_rle(counts, int(box[2]), int(box[3])) if box else None
+        try:  # kept as run lengths: decoded when its image is painted
+            mask = RunLengths(width, height, (x0, y0), run_lengths(element.get("rle") or "", width, height))
         except ValueError as err:
             bad("rle", f"run lengths over the mask's box ({err})")
             return None
-        if mask is None:
-            bad("left/top/width/height", "integers")
-            return None
-        x0, y0 = int(box[0]), int(box[1])
-        return Shape("mask", label, where, np.array([[x0, y0], [x0 + mask.shape[1] - 1, y0 + mask.shape[0] - 1]]),
-                     group=group, mask=mask, offset=(x0, y0), z=z)
+        return Shape("mask", label, where, np.array([[x0, y0], [x0 + width - 1, y0 + height - 1]]), group=group,
+                     mask=mask, z=z)
     points = parse_points(element.get("points"))
     if points is None:
         bad("points", f"'x0,y0;x1,y1;...' with finite numbers, got {str(element.get('points'))[:60]!r}")

@@ -16,17 +16,17 @@ import json
 import math
 from pathlib import Path
 
-import cv2
 import numpy as np
 from tqdm import tqdm
 
+from datamodules.boundary.files import read_json
+from datamodules.boundary.folders import inside
+from datamodules.boundary.images import file_size, header_size
+from datamodules.boundary.limits import max_pixels
 from datamodules.data_check import DataReport
 from datamodules.errors import DataError
-from datamodules.boundary.images import decode, file_size, header_size
-from datamodules.boundary.limits import max_pixels
-from datamodules.boundary.files import read_json
 from datamodules.keypoints.metainfo import KeypointMetainfo
-from datamodules.boundary.folders import inside
+from sapiens2_ft.convert.masks import PngMask
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, inside_export
 from sapiens2_ft.convert.shapes import Shape, people_from_shapes, regions_from_shapes
 
@@ -43,13 +43,19 @@ def as_points(value) -> np.ndarray | None:
     return np.asarray(value, float).reshape(-1, 2)
 
 
-def _decode_mask(data: str, limit: int) -> np.ndarray:
-    """The bool mask of a base64 PNG of at most ``limit`` pixels (its image's); DataError otherwise."""
+def png_mask(data: str, offset: tuple[int, int], limit: int) -> PngMask:
+    """A base64 PNG mask of at most ``limit`` pixels (its image's) by its header, kept undecoded; DataError
+    otherwise."""
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError, TypeError):
         raise DataError("not base64 data") from None
-    return decode(raw, cv2.IMREAD_GRAYSCALE, "of the mask", limit) > 0
+    size = header_size(raw)
+    if size is None:
+        raise DataError("not a PNG (no image header)")
+    if size[0] * size[1] > limit:
+        raise DataError(f"{size[0]}x{size[1]} pixels, above the limit of {limit:,}")
+    return PngMask(size[0], size[1], offset, data=raw, limit=limit)
 
 
 def _shape(raw, index: int, json_file: Path, problems: DataReport, limit: int) -> Shape | None:
@@ -75,12 +81,11 @@ def _shape(raw, index: int, json_file: Path, problems: DataReport, limit: int) -
     shape = Shape(KINDS[kind], label, where, points, group=group, z=index)
     if kind == "mask":
         try:
-            mask = _decode_mask(raw.get("mask"), limit)
+            shape.mask = png_mask(raw.get("mask"), (int(points[:, 0].min()), int(points[:, 1].min())), limit)
         except DataError as err:
             problems.add(json_file, where, "mask", f"a base64 PNG no larger than its image ({err}); the shape is "
                          "left out")
             return None
-        shape.mask, shape.offset = mask, (int(points[:, 0].min()), int(points[:, 1].min()))
     return shape
 
 

@@ -8,7 +8,8 @@
 Images in sub-folders of the export are flattened (``a/b.jpg`` -> ``a__b.jpg``); a repeated stem gets ``_1``,
 ``_2``, ... Nothing that exists is overwritten unless asked, and nothing is written through a symbolic link: every
 file is written by ``datamodules.boundary.writes`` (a new file renamed over its name), and a link on the way to an
-output file stops the conversion before anything is written.
+output file stops the conversion before anything is written. Masks are decoded one at a time, as each image's
+label map is painted.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from datamodules.dense.files import IMAGE_SUFFIXES
 from datamodules.dense.targets.seg import IGNORE_INDEX, SEG
 from datamodules.errors import DataError
 from datamodules.keypoints.metainfo import KeypointMetainfo
+from sapiens2_ft.convert.masks import Mask, foreground_corners
 from sapiens2_ft.convert.names import CLASS_SET_BYTES, NameMap
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person
 from sapiens2_ft.convert.shapes import at, paint_region
@@ -91,7 +93,8 @@ def _box(person: Person, points: list, scale, width: int, height: int) -> list[f
     if person.box is not None:
         x1, y1, x2, y2 = np.asarray(person.box, float) * np.tile(scale, 2)
     else:
-        extent = [np.asarray(points, float).reshape(-1, 2)] + [np.asarray(e, float) * scale for e in person.extent]
+        extent = [np.asarray(points, float).reshape(-1, 2)] + [
+            foreground_corners(e) if isinstance(e, Mask) else np.asarray(e, float) * scale for e in person.extent]
         extent = np.concatenate(extent)
         if not len(extent):
             return None
@@ -128,12 +131,18 @@ def person_annotation(person: Person, keypoints: NameMap, scale, width: int, hei
             "area": bbox[2] * bbox[3], "iscrowd": 0}
 
 
-def label_map(record: ImageRecord, classes: NameMap, scale, width: int, height: int, background: int) -> np.ndarray:
-    """uint8 class ids: ``background`` where no region is, regions painted in z order (unmatched labels: 255)."""
+def label_map(record: ImageRecord, classes: NameMap, scale, width: int, height: int, background: int,
+              problems: DataReport) -> np.ndarray:
+    """uint8 class ids: ``background`` where no region is, regions painted in z order (unmatched labels: 255); a
+    mask that does not decode is a problem, its region left out."""
     labels = np.full((height, width), background if record.regions else IGNORE_INDEX, np.uint8)
     for region in sorted(record.regions, key=lambda r: r.z):
         index = classes(region.label)
-        paint_region(labels, region, IGNORE_INDEX if index is None else index, scale)
+        try:
+            paint_region(labels, region, IGNORE_INDEX if index is None else index, scale)
+        except DataError as err:
+            problems.add(record.ann_file, at(record.record, region.where), "mask", f"a mask that decodes ({err}); "
+                         "the region is left out")
     return labels
 
 
@@ -253,7 +262,12 @@ def write_dataset(records: list[ImageRecord], out: Path, labels: LabelSets, prob
         image_id = len(coco[s]["images"]) + 1
         coco[s]["images"].append({"id": image_id, "file_name": name, "width": width, "height": height})
         for person in record.people:
-            ann = person_annotation(person, keypoints, scale, width, height)
+            try:
+                ann = person_annotation(person, keypoints, scale, width, height)
+            except DataError as err:  # an outline mask that does not decode
+                problems.add(record.ann_file, at(record.record, person.where), "mask", f"an outline that decodes "
+                             f"({err}); the person is left out")
+                continue
             if ann is None:
                 problems.add(record.ann_file, at(record.record, person.where), "keypoints",
                              f"no keypoint of the set '{metainfo.name}' and no box; the person is left out",
@@ -263,7 +277,7 @@ def write_dataset(records: list[ImageRecord], out: Path, labels: LabelSets, prob
             counts["people"] += 1
         if seg:
             result.images_without_regions += not record.regions
-            labels = label_map(record, classes, scale, width, height, background)
+            labels = label_map(record, classes, scale, width, height, background, problems)
             write_image(out, f"{s}/labels/{Path(name).stem}.png", labels)
             counts["label maps"] += 1
     result.people = sum(c["people"] for c in result.splits.values())

@@ -16,6 +16,7 @@ from datamodules.boundary.files import read_text
 from datamodules.boundary.folders import inside
 from datamodules.data_check import DataReport
 from datamodules.errors import DataError
+from sapiens2_ft.convert.masks import Mask
 
 
 class ConvertError(ValueError):
@@ -30,19 +31,18 @@ class Person:
     where: str  # the record in the annotation file: "group 2", "skeleton 1", "row 3"
     keypoints: dict[str, tuple[float, float, int]] = field(default_factory=dict)
     box: tuple[float, float, float, float] | None = None
-    extent: list[np.ndarray] = field(default_factory=list)  # (N, 2) point sets
+    extent: list[np.ndarray | Mask] = field(default_factory=list)  # (N, 2) point sets, masks
 
 
 @dataclass
 class Region:
-    """A labelled area of the label map: a polygon (``points`` (N, 2)) or a mask (``mask`` bool HxW placed with
-    its top-left corner at ``offset``). Regions are painted in ``z`` order, then in file order."""
+    """A labelled area of the label map: a polygon (``points`` (N, 2)) or a ``mask`` (decoded when painted).
+    Regions are painted in ``z`` order, then in file order."""
 
     label: str
     where: str
     points: np.ndarray | None = None
-    mask: np.ndarray | None = None
-    offset: tuple[int, int] = (0, 0)
+    mask: Mask | None = None
     z: int = 0
 
 
