@@ -23,6 +23,7 @@ from datamodules.boundary.folders import inside
 from datamodules.boundary.images import file_size
 from datamodules.data_check import DataReport
 from datamodules.errors import DataError
+from sapiens2_ft.convert.budget import Tally, cost_of
 from sapiens2_ft.convert.masks import CocoRle
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person, Region, inside_export
 
@@ -164,8 +165,15 @@ def _counts(counts, size: list[int]) -> str:
     return mask_utils.frPyObjects({"counts": counts, "size": size}, *size)["counts"].decode()
 
 
-def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
+def read(src: Path, problems: DataReport, metainfo=None, tally: Tally | None = None) -> list[ImageRecord]:
+    tally = tally or Tally()
     files = inside_export(src, annotation_files(src), problems)
     if not files:
         raise ConvertError(f"{src}: no annotations.xml and no COCO json (annotations/*.json) found")
-    return [r for f in files for r in read_file(f, src, problems)]
+    tally.files(files)
+    records = []
+    for f in files:
+        found = read_file(f, src, problems)
+        tally.add(f, **cost_of(found))
+        records += found
+    return records

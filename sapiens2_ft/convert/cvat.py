@@ -12,8 +12,10 @@ cuboids are reported and left out; tags are passed over.
 
 from __future__ import annotations
 
+import io
 import math
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -25,11 +27,13 @@ from datamodules.boundary.limits import max_pixels
 from datamodules.data_check import DataReport
 from datamodules.errors import DataError
 from sapiens2_ft.convert import coco, cvat_masks
+from sapiens2_ft.convert.budget import Tally
 from sapiens2_ft.convert.masks import RunLengths, run_lengths
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, inside_export
 from sapiens2_ft.convert.shapes import Shape, at, people_from_shapes, regions_from_shapes
 
 SKIPPED = ("polyline", "ellipse", "cuboid")
+SHAPES = ("box", "points", "polygon", "mask")
 
 
 def parse_points(text: str | None) -> np.ndarray | None:
@@ -150,8 +154,28 @@ def _image(element, index: int, xml_file: Path, src: Path, problems: DataReport)
     return image
 
 
-def _xml_root(xml_file: Path):
-    """The XML's root, its bytes read within the annotation file limit; one that declares entities is refused."""
+def xml_cost(data: bytes, xml_file: Path) -> Counter:
+    """What an XML export declares (shapes, points, masks and their pixels), counted in one pass that keeps no
+    image's elements, before anything is looked at."""
+    cost: Counter = Counter()
+    try:
+        for _, element in ET.iterparse(io.BytesIO(data)):
+            if element.tag in SHAPES:
+                cost["shapes"] += 1
+                cost["points"] += 2 if element.tag == "box" else (element.get("points") or "").count(";") + 1
+            if element.tag == "mask":
+                size = _float_attrs(element, ("width", "height")) or (0, 0)
+                cost["masks"] += 1
+                cost["mask_pixels"] += int(max(0.0, size[0]) * max(0.0, size[1]))
+            if element.tag in ("image", "track"):
+                element.clear()
+    except ET.ParseError as err:
+        raise ConvertError(f"{xml_file}: not valid XML ({err})") from None
+    return cost
+
+
+def _xml_root(xml_file: Path, tally: Tally):
+    """The XML's root, once its bytes (within the annotation file limit) and what it declares are in budget."""
     try:
         data = read_bytes(xml_file, kind="annotation")
     except DataError as err:
@@ -161,23 +185,23 @@ def _xml_root(xml_file: Path):
     if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
         raise ConvertError(f"{xml_file}: declares a document type or entities, which CVAT never writes and which "
                            "can expand without end; it is not read")
-    try:
-        return ET.fromstring(data)
-    except ET.ParseError as err:
-        raise ConvertError(f"{xml_file}: not valid XML ({err})") from None
+    tally.add(xml_file, **xml_cost(data, xml_file))
+    return ET.fromstring(data)
 
 
-def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
+def read(src: Path, problems: DataReport, metainfo=None, tally: Tally | None = None) -> list[ImageRecord]:
     """``SRC/annotations.xml`` (or the ``*.xml`` files in SRC); without one, the mask or the COCO export."""
+    tally = tally or Tally()
     xml_files = [src / "annotations.xml"] if (src / "annotations.xml").is_file() else sorted(src.glob("*.xml"))
     xml_files = inside_export(src, xml_files, problems)
     if not xml_files and cvat_masks.is_mask_export(src):
-        return cvat_masks.read(src, problems)
+        return cvat_masks.read(src, problems, tally=tally)
     if not xml_files:
-        return coco.read(src, problems)
+        return coco.read(src, problems, tally=tally)
+    tally.files(xml_files)
     records = []
     for xml_file in xml_files:
-        root = _xml_root(xml_file)
+        root = _xml_root(xml_file, tally)
         if root.tag != "annotations":
             raise ConvertError(f"{xml_file}: not a CVAT export (root <{root.tag}>, expected <annotations>)")
         if root.find("track") is not None:

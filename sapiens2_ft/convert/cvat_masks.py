@@ -22,6 +22,7 @@ import numpy as np
 from datamodules.boundary.folders import inside
 from datamodules.data_check import DataReport
 from datamodules.errors import DataError
+from sapiens2_ft.convert.budget import Tally, cost_of
 from sapiens2_ft.convert.masks import ColourMask, colour_codes
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Region, export_text
 
@@ -86,10 +87,13 @@ def regions_of(mask_file: Path, colours: dict, record: str, problems: DataReport
     return regions
 
 
-def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
+def read(src: Path, problems: DataReport, metainfo=None, tally: Tally | None = None) -> list[ImageRecord]:
+    tally = tally or Tally()
     colours = read_labelmap(src, src / "labelmap.txt")
     listed = stems(src)
     masks = [inside(src, src / "SegmentationClass" / f"{stem}.png", follow_links=True) for stem, _ in listed]
+    tally.files([src / "labelmap.txt", *sorted((src / "ImageSets" / "Segmentation").glob("*.txt")),
+                 *(m for m in masks if m is not None and m.is_file())])
     records = []
     for (stem, subset), mask_file in zip(listed, masks):
         record = f"image {stem}" + (f" ({subset})" if subset else "")
@@ -109,6 +113,7 @@ def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
             continue
         size = (regions[0].mask.width, regions[0].mask.height)
         entry = ImageRecord(mask_file, image.name, image=image, size=size, record=record, regions=regions)
+        tally.add(mask_file, **cost_of([entry]))  # a region per colour: each paints the whole image
         records.append(entry)
     if not records:
         raise ConvertError(f"{src}: no image of the mask export could be read (see the problems above)")

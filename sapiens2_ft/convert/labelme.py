@@ -26,6 +26,7 @@ from datamodules.boundary.limits import max_pixels
 from datamodules.data_check import DataReport
 from datamodules.errors import DataError
 from datamodules.keypoints.metainfo import KeypointMetainfo
+from sapiens2_ft.convert.budget import Tally, cost_of
 from sapiens2_ft.convert.masks import PngMask
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, inside_export
 from sapiens2_ft.convert.shapes import Shape, people_from_shapes, regions_from_shapes
@@ -89,7 +90,7 @@ def _shape(raw, index: int, json_file: Path, problems: DataReport, limit: int) -
     return shape
 
 
-def read_file(json_file: Path, src: Path, problems: DataReport) -> ImageRecord | None:
+def read_file(json_file: Path, src: Path, problems: DataReport, tally: Tally) -> ImageRecord | None:
     try:
         data = read_json(json_file)
     except (json.JSONDecodeError, UnicodeDecodeError, DataError) as err:
@@ -127,16 +128,20 @@ def read_file(json_file: Path, src: Path, problems: DataReport) -> ImageRecord |
     shapes = [s for i, raw in enumerate(data["shapes"]) if (s := _shape(raw, i, json_file, problems, limit))]
     record.people = people_from_shapes(shapes, json_file, "-", problems)
     record.regions = regions_from_shapes(shapes)
+    tally.add(json_file, **cost_of([record]))
     return record
 
 
-def read(src: Path, problems: DataReport, metainfo: KeypointMetainfo) -> list[ImageRecord]:
+def read(src: Path, problems: DataReport, metainfo: KeypointMetainfo, tally: Tally | None = None
+         ) -> list[ImageRecord]:
     """Every LabelMe JSON file under ``src`` (other JSON files are passed over)."""
+    tally = tally or Tally()
     files = inside_export(src, sorted(src.rglob("*.json")), problems)
     if not files:
         raise ConvertError(f"{src}: no LabelMe JSON files (*.json) found")
+    tally.files(files)
     records = [r for f in tqdm(files, desc="reading", unit="file", disable=len(files) < 200)
-               if (r := read_file(f, src, problems))]
+               if (r := read_file(f, src, problems, tally))]
     if not records:
         raise ConvertError(f"{src}: none of the {len(files)} JSON files is a LabelMe file (no 'shapes' list)")
     return records

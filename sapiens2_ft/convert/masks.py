@@ -1,6 +1,7 @@
 """Masks kept as the export encodes them (CVAT run lengths, a LabelMe PNG, a COCO RLE, a colour of a CVAT mask
 file) and decoded only when the writer paints one image: memory holds one image's mask at a time, not the
-export's. ``pixels`` (the mask's box) is what decoding costs, whatever the length of the encoding.
+export's. ``pixels`` (the mask's box) is what decoding costs, whatever the length of the encoding: what the
+export's budget (``budget.py``) adds up before anything is decoded.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from datamodules.data_check import DataReport
 from datamodules.dense.files import IMAGE_SUFFIXES
 from datamodules.errors import DataError
 from datamodules.keypoints.metainfo import KeypointMetainfo
+from sapiens2_ft.convert.budget import Tally, cost_of
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person, export_file, export_text
 
 SPLITS = ("train", "val", "test")
@@ -94,7 +95,8 @@ def _people(label_file: Path, k: int, dims: int, record: str, problems: DataRepo
     return people
 
 
-def read(src: Path, problems: DataReport, metainfo: KeypointMetainfo) -> list[ImageRecord]:
+def read(src: Path, problems: DataReport, metainfo: KeypointMetainfo, tally: Tally | None = None
+         ) -> list[ImageRecord]:
     data_yaml = next((src / n for n in ("data.yaml", "dataset.yaml") if (src / n).is_file()), None)
     if data_yaml is None:
         raise ConvertError(f"{src}: no data.yaml found (give the folder that holds the YOLO data set's data.yaml)")
@@ -125,13 +127,17 @@ def read(src: Path, problems: DataReport, metainfo: KeypointMetainfo) -> list[Im
                      "folder of data.yaml is read instead", fatal=False)
     if root is None or not root.is_dir():
         root = data_yaml.parent
+    tally = tally or Tally()
+    tally.files([data_yaml])
     records = []
     for split in (s for s in SPLITS if data.get(s)):
         for image, name in _images(data[split], root, data_yaml, split, problems):
             record = ImageRecord(data_yaml, name, image=image, split=split, normalised=True, record=f"{split} {name}")
             labels = label_path(image)
             if inside(src, labels, follow_links=True) and labels.is_file():
+                tally.files([labels])
                 record.people = _people(labels, k, dims, record.record, problems, metainfo)
+                tally.add(labels, **cost_of([record]))
             records.append(record)
     if not records:
         raise ConvertError(f"{data_yaml}: no images in {', '.join(SPLITS)}")
