@@ -1,7 +1,8 @@
 """Converting annotation-tool exports into this project's data layouts (``python -m sapiens2_ft.convert``).
 
 One reader per format (``labelme``, ``cvat``, ``label_studio``, ``yolo_pose``; ``coco`` for CVAT's COCO
-keypoints export) turns the export into ``records.ImageRecord`` s; ``output.write_dataset`` maps the names
+keypoints export) turns the export into ``records.ImageRecord`` s, counting what it declares against the
+export's ``budget.Budget`` (masks kept encoded: ``masks.py``); ``output.write_dataset`` maps the names
 (``names.py``), writes the pose and seg layouts and runs the data modules' checks on what it wrote.
 """
 
@@ -13,6 +14,7 @@ from datamodules.body_parts import SAPIENS2_PART_CLASSES
 from datamodules.data_check import DataReport
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft.convert import cvat, label_studio, labelme, yolo_pose
+from sapiens2_ft.convert.budget import Budget, Tally
 from sapiens2_ft.convert.names import NameMap, load_classes, name_report, parse_rename
 from sapiens2_ft.convert.output import ConvertResult, LabelSets, Layout, write_dataset
 from sapiens2_ft.convert.records import ConvertError
@@ -21,9 +23,10 @@ FORMATS = {"labelme": labelme.read, "cvat": cvat.read, "label-studio": label_stu
 
 
 def convert(format: str, src, out, keypoints: str = "coco17", classes: str | None = None,
-            rename: list[str] | None = None, **layout) -> ConvertResult:
-    """Convert the export in ``src`` into ``out``; see ``python -m sapiens2_ft.convert --help``. ``layout``: the
-    fields of ``output.Layout`` (``split``, ``val_fraction``, ``seed``, ``unlabelled``, ``overwrite``)."""
+            rename: list[str] | None = None, budget: Budget | None = None, **layout) -> ConvertResult:
+    """Convert the export in ``src`` into ``out``; see ``python -m sapiens2_ft.convert --help``. ``budget``: what
+    the export may declare (default ``Budget()``). ``layout``: the fields of ``output.Layout`` (``split``,
+    ``val_fraction``, ``seed``, ``unlabelled``, ``overwrite``)."""
     if format not in FORMATS:
         raise ConvertError(f"unknown format {format!r}: one of {', '.join(FORMATS)}")
     src = Path(src)
@@ -32,7 +35,7 @@ def convert(format: str, src, out, keypoints: str = "coco17", classes: str | Non
     metainfo = load_metainfo(keypoints)
     names = parse_rename(rename)
     problems = DataReport()
-    records = FORMATS[format](src, problems, metainfo)
+    records = FORMATS[format](src, problems, metainfo, Tally(budget))
     labels = LabelSets(metainfo, NameMap(metainfo.keypoint_names, names), NameMap(load_classes(classes), names))
     return write_dataset(records, Path(out), labels, problems, Layout(**layout))
 
@@ -66,4 +69,4 @@ def summary(result: ConvertResult, keypoints: str = "coco17") -> str:
     return "\n".join(lines)
 
 
-__all__ = ["FORMATS", "ConvertError", "ConvertResult", "convert", "summary"]
+__all__ = ["FORMATS", "Budget", "ConvertError", "ConvertResult", "convert", "summary"]

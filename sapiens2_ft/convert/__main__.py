@@ -3,7 +3,8 @@ images (pose) and label PNGs (seg) in the layouts the data modules read by defau
 
 Prints what was written, how the tool's names mapped onto the keypoint and class sets (counts per name), every
 problem of the export (file, record, shape) and the data check of the output. Exit status: 0; 1 when the export
-had records that had to be left out or the output check failed; 2 when nothing could be converted.
+had records that had to be left out or the output check failed; 2 when nothing could be converted (an export
+over its ``--budget`` included: nothing is decoded or written then).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from datamodules.errors import DataError
 from datamodules.keypoints.metainfo import MetainfoError, load_metainfo
-from sapiens2_ft.convert import FORMATS, ConvertError, convert, summary
+from sapiens2_ft.convert import FORMATS, Budget, ConvertError, convert, summary
 from sapiens2_ft.convert.names import load_classes, parse_rename
 from sapiens2_ft.problems import Problems, report
 
@@ -39,6 +41,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--unlabelled", choices=("background", "ignore"), default="background",
                    help="seg pixels no polygon or mask covers: class 0, or 255 (ignored by the loss)")
     p.add_argument("--overwrite", action="store_true", help="replace output files that exist")
+    p.add_argument("--budget", nargs="*", default=[], metavar="KEY=N",
+                   help="the most the export may declare, checked before anything is decoded: bytes (of its "
+                        "annotation files, default 32 GiB), shapes (20,000,000), points (200,000,000), masks "
+                        "(1,000,000), mask_pixels (the pixels of all masks' boxes; default 100,000 per byte of the "
+                        "annotation files, at least 1e9); e.g. --budget masks=2e6,mask_pixels=5e11")
     return p
 
 
@@ -50,7 +57,7 @@ def argument_problems(args) -> list[str]:
     problems.check(0 <= args.val_fraction < 1, f"--val_fraction {args.val_fraction}: expected a fraction between 0 "
                                                f"and 1")
     for check in (lambda: load_metainfo(args.keypoints), lambda: load_classes(args.classes),
-                  lambda: parse_rename(args.rename)):
+                  lambda: parse_rename(args.rename), lambda: Budget.parse(args.budget)):
         try:
             check()
         except (ConvertError, MetainfoError) as err:
@@ -65,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {report(problems)}", file=sys.stderr)
         return 2
     try:
-        result = convert(args.format, args.src, args.out, args.keypoints, args.classes, args.rename, split=args.split,
-                         val_fraction=args.val_fraction, seed=args.seed, unlabelled=args.unlabelled,
-                         overwrite=args.overwrite)
-    except (ConvertError, MetainfoError) as err:
+        result = convert(args.format, args.src, args.out, args.keypoints, args.classes, args.rename,
+                         Budget.parse(args.budget), split=args.split, val_fraction=args.val_fraction, seed=args.seed,
+                         unlabelled=args.unlabelled, overwrite=args.overwrite)
+    except (ConvertError, MetainfoError, DataError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(summary(result, args.keypoints))

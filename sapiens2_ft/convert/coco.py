@@ -18,12 +18,14 @@ from pathlib import Path
 import numpy as np
 from pycocotools import mask as mask_utils
 
-from datamodules.data_check import DataReport
-from datamodules.errors import DataError
-from datamodules.boundary.images import file_size
 from datamodules.boundary.files import read_json
 from datamodules.boundary.folders import inside
-from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person, Region
+from datamodules.boundary.images import file_size
+from datamodules.data_check import DataReport
+from datamodules.errors import DataError
+from sapiens2_ft.convert.budget import Tally, cost_of
+from sapiens2_ft.convert.masks import CocoRle
+from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person, Region, inside_export
 
 
 def annotation_files(src: Path) -> list[Path]:
@@ -109,7 +111,7 @@ def read_file(ann_file: Path, src: Path, problems: DataReport) -> list[ImageReco
         person = _person(ann, where, names[ann["category_id"]], ann_file, problems)
         if person is not None:
             if person.box is None and ann.get("segmentation"):  # the person's outline gives the box
-                person.extent += [r.points if r.points is not None else mask_points(r) for r in
+                person.extent += [r.points if r.points is not None else r.mask for r in
                                   regions(ann, "person", where, i, record, ann_file, problems)]
             record.people.append(person)
     return list(records.values())
@@ -140,26 +142,38 @@ def regions(ann: dict, label: str, where: str, z: int, record: ImageRecord, ann_
                          f"{'?' if expected is None else f'{expected[1]}x{expected[0]}'} (h x w), got {size}; the mask "
                          "is left out")
             return []
-        try:
-            rle = segmentation if isinstance(segmentation.get("counts"), str) else \
-                mask_utils.frPyObjects(segmentation, *size)
-            mask = mask_utils.decode(rle).astype(bool)
-        except (TypeError, ValueError, KeyError) as err:
+        try:  # kept compressed: decoded when its image is painted
+            rle = {"size": size, "counts": _counts(segmentation.get("counts"), size)}
+        except (TypeError, ValueError, OverflowError) as err:
             problems.add(ann_file, where, "segmentation", f"an RLE mask ({type(err).__name__}: {err}); the mask "
                          "is left out")
             return []
-        return [Region(label, f"{where} mask", mask=mask, z=z)]
+        return [Region(label, f"{where} mask", mask=CocoRle(size[1], size[0], rle=rle), z=z)]
     problems.add(ann_file, where, "segmentation", "polygons or an RLE mask; the region is left out")
     return []
 
 
-def mask_points(region: Region) -> np.ndarray:
-    ys, xs = np.nonzero(region.mask)
-    return np.stack([xs, ys], 1).astype(float)
+def _counts(counts, size: list[int]) -> str:
+    """An RLE's counts as COCO's compressed string: a string as it is (checked when decoded), a list of
+    non-negative integers that fill the ``size`` compressed (no pixels made)."""
+    if isinstance(counts, str):
+        return counts
+    if not isinstance(counts, list) or not all(isinstance(c, int) and c >= 0 for c in counts):
+        raise TypeError("counts: a string or a list of non-negative integers")
+    if sum(counts) != size[0] * size[1]:
+        raise ValueError(f"counts sum to {sum(counts)}, the {size[0]}x{size[1]} mask has {size[0] * size[1]} pixels")
+    return mask_utils.frPyObjects({"counts": counts, "size": size}, *size)["counts"].decode()
 
 
-def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
-    files = annotation_files(src)
+def read(src: Path, problems: DataReport, metainfo=None, tally: Tally | None = None) -> list[ImageRecord]:
+    tally = tally or Tally()
+    files = inside_export(src, annotation_files(src), problems)
     if not files:
         raise ConvertError(f"{src}: no annotations.xml and no COCO json (annotations/*.json) found")
-    return [r for f in files for r in read_file(f, src, problems)]
+    tally.files(files)
+    records = []
+    for f in files:
+        found = read_file(f, src, problems)
+        tally.add(f, **cost_of(found))
+        records += found
+    return records

@@ -12,21 +12,28 @@ cuboids are reported and left out; tags are passed over.
 
 from __future__ import annotations
 
+import io
 import math
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-from datamodules.data_check import DataReport
+from datamodules.boundary.files import read_bytes
+from datamodules.boundary.folders import inside
 from datamodules.boundary.images import file_size
 from datamodules.boundary.limits import max_pixels
-from datamodules.boundary.folders import inside
+from datamodules.data_check import DataReport
+from datamodules.errors import DataError
 from sapiens2_ft.convert import coco, cvat_masks
-from sapiens2_ft.convert.records import ConvertError, ImageRecord
-from sapiens2_ft.convert.shapes import Shape, at, decode_counts_rle, people_from_shapes, regions_from_shapes
+from sapiens2_ft.convert.budget import Tally
+from sapiens2_ft.convert.masks import RunLengths, run_lengths
+from sapiens2_ft.convert.records import ConvertError, ImageRecord, inside_export
+from sapiens2_ft.convert.shapes import Shape, at, people_from_shapes, regions_from_shapes
 
 SKIPPED = ("polyline", "ellipse", "cuboid")
+SHAPES = ("box", "points", "polygon", "mask")
 
 
 def parse_points(text: str | None) -> np.ndarray | None:
@@ -72,22 +79,24 @@ def _shape(element, where: str, group, xml_file: Path, record: str, problems: Da
         return Shape("box", label, where, np.reshape(corners, (2, 2)), group=group, z=z)
     if tag == "mask":
         box = _float_attrs(element, ("left", "top", "width", "height"))
-        if box and not mask_fits(box[2], box[3], size):
+        if box is None:
+            bad("left/top/width/height", "integers")
+            return None
+        x0, y0, width, height = (int(v) for v in box)
+        if width < 1 or height < 1:
+            bad("width/height", f"a positive mask size, got {box[2]:g}x{box[3]:g}")
+            return None
+        if not mask_fits(width, height, size):
             image = f"{size[0]}x{size[1]}" if size else "the pixel limit"
             bad("width/height", f"a mask no larger than its image ({image}), got {box[2]:g}x{box[3]:g}")
             return None
-        try:
-            counts = [int(v) for v in (element.get("rle") or "").replace(" ", "").split(",") if v]
-            mask = decode_counts_rle(counts, int(box[2]), int(box[3])) if box else None
+        try:  # kept as run lengths: decoded when its image is painted
+            mask = RunLengths(width, height, (x0, y0), run_lengths(element.get("rle") or "", width, height))
         except ValueError as err:
             bad("rle", f"run lengths over the mask's box ({err})")
             return None
-        if mask is None:
-            bad("left/top/width/height", "integers")
-            return None
-        x0, y0 = int(box[0]), int(box[1])
-        return Shape("mask", label, where, np.array([[x0, y0], [x0 + mask.shape[1] - 1, y0 + mask.shape[0] - 1]]),
-                     group=group, mask=mask, offset=(x0, y0), z=z)
+        return Shape("mask", label, where, np.array([[x0, y0], [x0 + width - 1, y0 + height - 1]]), group=group,
+                     mask=mask, z=z)
     points = parse_points(element.get("points"))
     if points is None:
         bad("points", f"'x0,y0;x1,y1;...' with finite numbers, got {str(element.get('points'))[:60]!r}")
@@ -145,19 +154,54 @@ def _image(element, index: int, xml_file: Path, src: Path, problems: DataReport)
     return image
 
 
-def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
-    """``SRC/annotations.xml`` (or the one ``*.xml`` in SRC); without one, the COCO keypoints export."""
+def xml_cost(data: bytes, xml_file: Path) -> Counter:
+    """What an XML export declares (shapes, points, masks and their pixels), counted in one pass that keeps no
+    image's elements, before anything is looked at."""
+    cost: Counter = Counter()
+    try:
+        for _, element in ET.iterparse(io.BytesIO(data)):
+            if element.tag in SHAPES:
+                cost["shapes"] += 1
+                cost["points"] += 2 if element.tag == "box" else (element.get("points") or "").count(";") + 1
+            if element.tag == "mask":
+                size = _float_attrs(element, ("width", "height")) or (0, 0)
+                cost["masks"] += 1
+                cost["mask_pixels"] += int(max(0.0, size[0]) * max(0.0, size[1]))
+            if element.tag in ("image", "track"):
+                element.clear()
+    except ET.ParseError as err:
+        raise ConvertError(f"{xml_file}: not valid XML ({err})") from None
+    return cost
+
+
+def _xml_root(xml_file: Path, tally: Tally):
+    """The XML's root, once its bytes (within the annotation file limit) and what it declares are in budget."""
+    try:
+        data = read_bytes(xml_file, kind="annotation")
+    except DataError as err:
+        raise ConvertError(str(err)) from None
+    except OSError as err:
+        raise ConvertError(f"{xml_file}: cannot be read ({err.strerror})") from None
+    if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
+        raise ConvertError(f"{xml_file}: declares a document type or entities, which CVAT never writes and which "
+                           "can expand without end; it is not read")
+    tally.add(xml_file, **xml_cost(data, xml_file))
+    return ET.fromstring(data)
+
+
+def read(src: Path, problems: DataReport, metainfo=None, tally: Tally | None = None) -> list[ImageRecord]:
+    """``SRC/annotations.xml`` (or the ``*.xml`` files in SRC); without one, the mask or the COCO export."""
+    tally = tally or Tally()
     xml_files = [src / "annotations.xml"] if (src / "annotations.xml").is_file() else sorted(src.glob("*.xml"))
+    xml_files = inside_export(src, xml_files, problems)
     if not xml_files and cvat_masks.is_mask_export(src):
-        return cvat_masks.read(src, problems)
+        return cvat_masks.read(src, problems, tally=tally)
     if not xml_files:
-        return coco.read(src, problems)
+        return coco.read(src, problems, tally=tally)
+    tally.files(xml_files)
     records = []
     for xml_file in xml_files:
-        try:
-            root = ET.parse(xml_file).getroot()
-        except ET.ParseError as err:
-            raise ConvertError(f"{xml_file}: not valid XML ({err})") from err
+        root = _xml_root(xml_file, tally)
         if root.tag != "annotations":
             raise ConvertError(f"{xml_file}: not a CVAT export (root <{root.tag}>, expected <annotations>)")
         if root.find("track") is not None:

@@ -8,7 +8,8 @@ Layout of the unzipped export::
     JPEGImages/STEM.jpg                    # the images (exported with "Save images")
 
 Each colour of a mask becomes a region of its label (``background``'s colour too: the class-0 area). A colour that
-is in no line of ``labelmap.txt`` is reported with its pixel count and left unlabelled (255 in the output).
+is in no line of ``labelmap.txt`` is reported with its pixel count and left unlabelled (255 in the output). A mask
+file is decoded once while reading (its colours) and again when its image is written.
 CVAT's "COCO 1.0" export (polygons and RLE masks) is read by ``coco.py``.
 """
 
@@ -16,14 +17,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cv2
 import numpy as np
 
+from datamodules.boundary.folders import inside
 from datamodules.data_check import DataReport
 from datamodules.errors import DataError
-from datamodules.boundary.images import decode, read_bytes
-from datamodules.boundary.folders import inside
-from sapiens2_ft.convert.records import ConvertError, ImageRecord, Region
+from sapiens2_ft.convert.budget import Tally, cost_of
+from sapiens2_ft.convert.masks import ColourMask, colour_codes
+from sapiens2_ft.convert.records import ConvertError, ImageRecord, Region, export_text
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 
@@ -32,10 +33,10 @@ def is_mask_export(src: Path) -> bool:
     return (src / "labelmap.txt").is_file() and (src / "SegmentationClass").is_dir()
 
 
-def read_labelmap(path: Path) -> dict[tuple[int, int, int], str]:
+def read_labelmap(src: Path, path: Path) -> dict[tuple[int, int, int], str]:
     """RGB colour -> label name, from the ``name:r,g,b:parts:actions`` lines (``#`` lines are comments)."""
     colours: dict[tuple[int, int, int], str] = {}
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(export_text(src, path).splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         name, _, rest = line.partition(":")
@@ -60,33 +61,42 @@ def stems(src: Path) -> list[tuple[str, str | None]]:
     lists = sorted((src / "ImageSets" / "Segmentation").glob("*.txt"))
     if not lists:
         return [(p.stem, None) for p in sorted((src / "SegmentationClass").glob("*.png"))]
-    return [(line.strip(), f.stem) for f in lists for line in f.read_text().splitlines() if line.strip()]
+    return [(line.strip(), f.stem) for f in lists for line in export_text(src, f).splitlines() if line.strip()]
 
 
-def regions_of(mask_rgb: np.ndarray, colours: dict, mask_file: Path, record: str,
-               problems: DataReport) -> list[Region]:
-    """One mask region per colour present; unknown colours reported (the pixels stay unlabelled)."""
-    flat = mask_rgb.reshape(-1, 3).astype(np.int64)
-    codes = (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2]
-    present, inverse, counts = np.unique(codes, return_inverse=True, return_counts=True)
-    regions = []
-    for k, (code, count) in enumerate(zip(present.tolist(), counts.tolist())):
-        colour = (code >> 16 & 255, code >> 8 & 255, code & 255)
+def regions_of(mask_file: Path, colours: dict, record: str, problems: DataReport) -> list[Region]:
+    """One region per colour of ``colours`` present, kept as (file, colour) and decoded when painted; the
+    colours ``colours`` lacks: reported, one region left unlabelled (255)."""
+    codes = colour_codes(mask_file)
+    present, counts = np.unique(codes, return_counts=True)
+    height, width = codes.shape
+    known = {(c >> 16 & 255, c >> 8 & 255, c & 255): c for c in present.tolist()}
+    regions, unknown = [], []
+    for (colour, code), count in zip(known.items(), counts.tolist()):
         where = f"colour {','.join(map(str, colour))}"
-        if colour not in colours:
-            problems.add(mask_file, record, "colour", f"{count} pixels of {where}, which labelmap.txt does not list; "
-                         "they are left unlabelled (255)", fatal=False)
-        label = colours.get(colour, f"<{where} not in labelmap.txt>")  # matches no class: painted 255
-        regions.append(Region(label, where, mask=(inverse == k).reshape(mask_rgb.shape[:2])))
+        if colour in colours:
+            mask = ColourMask(width, height, file=mask_file, codes=(code,))
+            regions.append(Region(colours[colour], where, mask=mask))
+            continue
+        problems.add(mask_file, record, "colour", f"{count} pixels of {where}, which labelmap.txt does not list; "
+                     "they are left unlabelled (255)", fatal=False)
+        unknown.append(code)
+    if unknown:  # a label no class matches: painted 255
+        regions.append(Region("<colours not in labelmap.txt>", "other colours",
+                              mask=ColourMask(width, height, file=mask_file, codes=tuple(unknown))))
     return regions
 
 
-def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
-    colours = read_labelmap(src / "labelmap.txt")
+def read(src: Path, problems: DataReport, metainfo=None, tally: Tally | None = None) -> list[ImageRecord]:
+    tally = tally or Tally()
+    colours = read_labelmap(src, src / "labelmap.txt")
+    listed = stems(src)
+    masks = [inside(src, src / "SegmentationClass" / f"{stem}.png", follow_links=True) for stem, _ in listed]
+    tally.files([src / "labelmap.txt", *sorted((src / "ImageSets" / "Segmentation").glob("*.txt")),
+                 *(m for m in masks if m is not None and m.is_file())])
     records = []
-    for stem, subset in stems(src):
+    for (stem, subset), mask_file in zip(listed, masks):
         record = f"image {stem}" + (f" ({subset})" if subset else "")
-        mask_file = inside(src, src / "SegmentationClass" / f"{stem}.png", follow_links=True)
         if mask_file is None:  # a listed name that leads out of the export
             problems.add(src / "ImageSets", record, "name", "a name inside the export folder; the image is left out")
             continue
@@ -97,12 +107,13 @@ def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
                          "'Save images' on); the image is left out")
             continue
         try:  # the mask's header checked against the pixel limit before decoding
-            mask = cv2.cvtColor(decode(read_bytes(str(mask_file)), cv2.IMREAD_COLOR, str(mask_file)), cv2.COLOR_BGR2RGB)
+            regions = regions_of(mask_file, colours, record, problems)
         except DataError as err:
             problems.add(mask_file, record, "mask", f"a readable PNG mask ({err}); the image is left out")
             continue
-        entry = ImageRecord(mask_file, image.name, image=image, size=(mask.shape[1], mask.shape[0]), record=record)
-        entry.regions = regions_of(mask, colours, mask_file, record, problems)
+        size = (regions[0].mask.width, regions[0].mask.height)
+        entry = ImageRecord(mask_file, image.name, image=image, size=size, record=record, regions=regions)
+        tally.add(mask_file, **cost_of([entry]))  # a region per colour: each paints the whole image
         records.append(entry)
     if not records:
         raise ConvertError(f"{src}: no image of the mask export could be read (see the problems above)")

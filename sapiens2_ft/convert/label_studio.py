@@ -23,8 +23,10 @@ from datamodules.data_check import DataReport
 from datamodules.dense.files import IMAGE_SUFFIXES
 from datamodules.errors import DataError
 from datamodules.boundary.files import read_json
+from datamodules.boundary.folders import inside
+from sapiens2_ft.convert.budget import Tally, cost_of
 from sapiens2_ft.convert.labelme import as_points
-from sapiens2_ft.convert.records import ConvertError, ImageRecord
+from sapiens2_ft.convert.records import ConvertError, ImageRecord, inside_export
 from sapiens2_ft.convert.shapes import Shape, at, people_from_shapes, regions_from_shapes
 
 KINDS = {"keypointlabels": "point", "rectanglelabels": "box", "polygonlabels": "polygon"}
@@ -142,12 +144,15 @@ def _task(task, index: int, json_file: Path, files: dict, problems: DataReport) 
     return image
 
 
-def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
+def read(src: Path, problems: DataReport, metainfo=None, tally: Tally | None = None) -> list[ImageRecord]:
     """The tasks of every Label Studio JSON export in ``src`` (top level)."""
-    exports = sorted(src.glob("*.json"))
+    tally = tally or Tally()
+    exports = inside_export(src, sorted(src.glob("*.json")), problems)
     if not exports:
         raise ConvertError(f"{src}: no Label Studio JSON export (*.json) found")
-    files = {p.name: p for p in sorted(src.rglob("*")) if p.suffix.lower() in IMAGE_SUFFIXES + (".bmp", ".webp")}
+    tally.files(exports)
+    files = {p.name: p for p in sorted(src.rglob("*")) if p.suffix.lower() in IMAGE_SUFFIXES + (".bmp", ".webp")
+             and inside(src, p, follow_links=True)}  # a link leading out of the export is no image of it
     records = []
     for json_file in exports:
         try:
@@ -158,5 +163,7 @@ def read(src: Path, problems: DataReport, metainfo=None) -> list[ImageRecord]:
         if not isinstance(tasks, list):
             problems.add(json_file, "-", "tasks", "a list of tasks (Label Studio's 'JSON' export)")
             continue
-        records += [r for i, t in enumerate(tasks) if (r := _task(t, i, json_file, files, problems))]
+        found = [r for i, t in enumerate(tasks) if (r := _task(t, i, json_file, files, problems))]
+        tally.add(json_file, **cost_of(found))
+        records += found
     return records

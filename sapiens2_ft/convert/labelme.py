@@ -16,18 +16,19 @@ import json
 import math
 from pathlib import Path
 
-import cv2
 import numpy as np
 from tqdm import tqdm
 
+from datamodules.boundary.files import read_json
+from datamodules.boundary.folders import inside
+from datamodules.boundary.images import file_size, header_size
+from datamodules.boundary.limits import max_pixels
 from datamodules.data_check import DataReport
 from datamodules.errors import DataError
-from datamodules.boundary.images import decode, file_size, header_size
-from datamodules.boundary.limits import max_pixels
-from datamodules.boundary.files import read_json
 from datamodules.keypoints.metainfo import KeypointMetainfo
-from datamodules.boundary.folders import inside
-from sapiens2_ft.convert.records import ConvertError, ImageRecord
+from sapiens2_ft.convert.budget import Tally, cost_of
+from sapiens2_ft.convert.masks import PngMask
+from sapiens2_ft.convert.records import ConvertError, ImageRecord, inside_export
 from sapiens2_ft.convert.shapes import Shape, people_from_shapes, regions_from_shapes
 
 MIN_POINTS = {"point": 1, "rectangle": 2, "polygon": 3, "mask": 2}
@@ -43,13 +44,19 @@ def as_points(value) -> np.ndarray | None:
     return np.asarray(value, float).reshape(-1, 2)
 
 
-def _decode_mask(data: str, limit: int) -> np.ndarray:
-    """The bool mask of a base64 PNG of at most ``limit`` pixels (its image's); DataError otherwise."""
+def png_mask(data: str, offset: tuple[int, int], limit: int) -> PngMask:
+    """A base64 PNG mask of at most ``limit`` pixels (its image's) by its header, kept undecoded; DataError
+    otherwise."""
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError, TypeError):
         raise DataError("not base64 data") from None
-    return decode(raw, cv2.IMREAD_GRAYSCALE, "of the mask", limit) > 0
+    size = header_size(raw)
+    if size is None:
+        raise DataError("not a PNG (no image header)")
+    if size[0] * size[1] > limit:
+        raise DataError(f"{size[0]}x{size[1]} pixels, above the limit of {limit:,}")
+    return PngMask(size[0], size[1], offset, data=raw, limit=limit)
 
 
 def _shape(raw, index: int, json_file: Path, problems: DataReport, limit: int) -> Shape | None:
@@ -75,16 +82,15 @@ def _shape(raw, index: int, json_file: Path, problems: DataReport, limit: int) -
     shape = Shape(KINDS[kind], label, where, points, group=group, z=index)
     if kind == "mask":
         try:
-            mask = _decode_mask(raw.get("mask"), limit)
+            shape.mask = png_mask(raw.get("mask"), (int(points[:, 0].min()), int(points[:, 1].min())), limit)
         except DataError as err:
             problems.add(json_file, where, "mask", f"a base64 PNG no larger than its image ({err}); the shape is "
                          "left out")
             return None
-        shape.mask, shape.offset = mask, (int(points[:, 0].min()), int(points[:, 1].min()))
     return shape
 
 
-def read_file(json_file: Path, src: Path, problems: DataReport) -> ImageRecord | None:
+def read_file(json_file: Path, src: Path, problems: DataReport, tally: Tally) -> ImageRecord | None:
     try:
         data = read_json(json_file)
     except (json.JSONDecodeError, UnicodeDecodeError, DataError) as err:
@@ -122,16 +128,20 @@ def read_file(json_file: Path, src: Path, problems: DataReport) -> ImageRecord |
     shapes = [s for i, raw in enumerate(data["shapes"]) if (s := _shape(raw, i, json_file, problems, limit))]
     record.people = people_from_shapes(shapes, json_file, "-", problems)
     record.regions = regions_from_shapes(shapes)
+    tally.add(json_file, **cost_of([record]))
     return record
 
 
-def read(src: Path, problems: DataReport, metainfo: KeypointMetainfo) -> list[ImageRecord]:
+def read(src: Path, problems: DataReport, metainfo: KeypointMetainfo, tally: Tally | None = None
+         ) -> list[ImageRecord]:
     """Every LabelMe JSON file under ``src`` (other JSON files are passed over)."""
-    files = sorted(src.rglob("*.json"))
+    tally = tally or Tally()
+    files = inside_export(src, sorted(src.rglob("*.json")), problems)
     if not files:
         raise ConvertError(f"{src}: no LabelMe JSON files (*.json) found")
+    tally.files(files)
     records = [r for f in tqdm(files, desc="reading", unit="file", disable=len(files) < 200)
-               if (r := read_file(f, src, problems))]
+               if (r := read_file(f, src, problems, tally))]
     if not records:
         raise ConvertError(f"{src}: none of the {len(files)} JSON files is a LabelMe file (no 'shapes' list)")
     return records

@@ -6,14 +6,19 @@ A name matches a target name when equal after ``--rename OLD=NEW`` and normalisi
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
 import yaml
 
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
+from datamodules.boundary.files import read_text, read_yaml
+from datamodules.errors import DataError
 from datamodules.keypoints.metainfo import normalise_name as normalise
 from sapiens2_ft.convert.records import ConvertError
+
+CLASS_SET_BYTES = 1 << 20  # 255 names of a class set fit in a few kB
 
 
 class NameMap:
@@ -52,13 +57,8 @@ def load_classes(spec: str | None) -> list[str]:
     if spec is None:
         return list(SAPIENS2_PART_CLASSES)
     path = Path(spec)
-    if path.is_file():
-        text = path.read_text()
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
-            data = None
-        names = data if isinstance(data, list) else [line.strip() for line in text.splitlines() if line.strip()]
+    if os.path.lexists(path):
+        names = _class_file(path)
     elif "," in spec or not path.suffix:
         names = [n.strip() for n in spec.split(",") if n.strip()]
     else:
@@ -69,6 +69,22 @@ def load_classes(spec: str | None) -> list[str]:
         why = f"repeated names {repeated}" if repeated else f"{len(names)} names (2 to 255 are needed)"
         raise ConvertError(f"--classes {spec}: {why}")
     return names
+
+
+def _class_file(path: Path) -> list:
+    """The names of a class-set file: a YAML list, else one name a line; a regular file of at most
+    ``CLASS_SET_BYTES`` (a folder, FIFO or device, or a larger file, is a ``ConvertError`` naming it)."""
+    try:
+        text = read_text(path, CLASS_SET_BYTES, "class set")
+        try:
+            data = read_yaml(path, CLASS_SET_BYTES)
+        except yaml.YAMLError:
+            data = None
+        return data if isinstance(data, list) else [line.strip() for line in text.splitlines() if line.strip()]
+    except DataError as err:
+        raise ConvertError(f"--classes {path}: {err}") from None
+    except OSError as err:
+        raise ConvertError(f"--classes {path}: cannot be read ({err.strerror})") from None
 
 
 def name_report(title: str, names: NameMap, people: int | None = None, limit: int = 40) -> list[str]:

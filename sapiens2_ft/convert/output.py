@@ -6,14 +6,16 @@
     DIR/classes.txt                   the class set, one name per line (seg)
 
 Images in sub-folders of the export are flattened (``a/b.jpg`` -> ``a__b.jpg``); a repeated stem gets ``_1``,
-``_2``, ... Nothing that exists is overwritten unless asked.
+``_2``, ... Nothing that exists is overwritten unless asked, and nothing is written through a symbolic link: every
+file is written by ``datamodules.boundary.writes`` (a new file renamed over its name), and a link on the way to an
+output file stops the conversion before anything is written. Masks are decoded one at a time, as each image's
+label map is painted.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import random
-import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -22,13 +24,17 @@ import cv2
 import numpy as np
 from tqdm import tqdm
 
+from datamodules.boundary.files import read_text
+from datamodules.boundary.folders import link_on_the_way
+from datamodules.boundary.images import decode, read_image
+from datamodules.boundary.writes import copy_file, write_bytes, write_image, write_json, write_text
 from datamodules.data_check import DataReport, check_coco, check_dense
 from datamodules.dense.files import IMAGE_SUFFIXES
 from datamodules.dense.targets.seg import IGNORE_INDEX, SEG
 from datamodules.errors import DataError
-from datamodules.boundary.images import decode, read_image
 from datamodules.keypoints.metainfo import KeypointMetainfo
-from sapiens2_ft.convert.names import NameMap
+from sapiens2_ft.convert.masks import Mask, foreground_corners
+from sapiens2_ft.convert.names import CLASS_SET_BYTES, NameMap
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person
 from sapiens2_ft.convert.shapes import at, paint_region
 
@@ -87,7 +93,8 @@ def _box(person: Person, points: list, scale, width: int, height: int) -> list[f
     if person.box is not None:
         x1, y1, x2, y2 = np.asarray(person.box, float) * np.tile(scale, 2)
     else:
-        extent = [np.asarray(points, float).reshape(-1, 2)] + [np.asarray(e, float) * scale for e in person.extent]
+        extent = [np.asarray(points, float).reshape(-1, 2)] + [
+            foreground_corners(e) if isinstance(e, Mask) else np.asarray(e, float) * scale for e in person.extent]
         extent = np.concatenate(extent)
         if not len(extent):
             return None
@@ -124,12 +131,18 @@ def person_annotation(person: Person, keypoints: NameMap, scale, width: int, hei
             "area": bbox[2] * bbox[3], "iscrowd": 0}
 
 
-def label_map(record: ImageRecord, classes: NameMap, scale, width: int, height: int, background: int) -> np.ndarray:
-    """uint8 class ids: ``background`` where no region is, regions painted in z order (unmatched labels: 255)."""
+def label_map(record: ImageRecord, classes: NameMap, scale, width: int, height: int, background: int,
+              problems: DataReport) -> np.ndarray:
+    """uint8 class ids: ``background`` where no region is, regions painted in z order (unmatched labels: 255); a
+    mask that does not decode is a problem, its region left out."""
     labels = np.full((height, width), background if record.regions else IGNORE_INDEX, np.uint8)
     for region in sorted(record.regions, key=lambda r: r.z):
         index = classes(region.label)
-        paint_region(labels, region, IGNORE_INDEX if index is None else index, scale)
+        try:
+            paint_region(labels, region, IGNORE_INDEX if index is None else index, scale)
+        except DataError as err:
+            problems.add(record.ann_file, at(record.record, region.where), "mask", f"a mask that decodes ({err}); "
+                         "the region is left out")
     return labels
 
 
@@ -145,15 +158,38 @@ def _read(record: ImageRecord, problems: DataReport) -> np.ndarray | None:
         return None
 
 
-def _write_image(record: ImageRecord, pixels: np.ndarray, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _write_image(record: ImageRecord, pixels: np.ndarray, out: Path, name: str) -> None:
+    """The image at ``out / name``: the file copied (or the embedded bytes) when its format is kept, else PNG."""
     source_suffix = (record.image.suffix if record.image is not None else PurePosixPath(record.name).suffix).lower()
-    if source_suffix == path.suffix.lower() and record.image is not None:
-        shutil.copyfile(record.image, path)
-    elif source_suffix == path.suffix.lower() and record.image_bytes is not None:
-        path.write_bytes(record.image_bytes)
+    if source_suffix == Path(name).suffix.lower() and record.image is not None:
+        copy_file(record.image, out, name)
+    elif source_suffix == Path(name).suffix.lower() and record.image_bytes is not None:
+        write_bytes(out, name, record.image_bytes)
     else:
-        cv2.imwrite(str(path), cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR))
+        write_image(out, name, cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR))
+
+
+def _check_outputs(out: Path, outputs: list[str], overwrite: bool) -> None:
+    """Before anything is written: no symbolic link on the way to an output file (it would lead the writes
+    elsewhere), and none of them exists unless ``overwrite``."""
+    links = [link for name in outputs if (link := link_on_the_way(out, name)) is not None]
+    if links:
+        raise ConvertError(f"{links[0]} is a symbolic link ({len(set(links))} on the way to the output files); "
+                           "convert writes nothing through a link: remove it, or choose another --out")
+    existing = [out / name for name in outputs if name != "classes.txt" and os.path.lexists(out / name)]
+    if existing and not overwrite:
+        raise ConvertError(f"{len(existing)} output files exist already (e.g. {existing[0]}); choose another --out "
+                           "or pass --overwrite to replace them")
+
+
+def _same_classes(classes_file: Path, text: str) -> bool:
+    """Whether the class set file in the output, if any, lists these classes."""
+    if not os.path.lexists(classes_file):
+        return True
+    try:
+        return read_text(classes_file, CLASS_SET_BYTES, "class set") == text
+    except (OSError, DataError) as err:
+        raise ConvertError(f"{classes_file}: cannot be read ({err}); convert into another --out") from None
 
 
 @dataclass(frozen=True)
@@ -195,16 +231,14 @@ def write_dataset(records: list[ImageRecord], out: Path, labels: LabelSets, prob
         raise ConvertError(f"no person keypoints, boxes, polygons or masks found in {len(records)} images")
     names = output_names(records)
     splits = assign_splits(records, names, layout.split, layout.val_fraction, layout.seed)
-    planned = [out / s / "images" / n for s, n in zip(splits, names)]
-    planned += [out / "annotations" / f"{s}.json" for s in sorted(set(splits)) if pose]
-    planned += [out / s / "labels" / f"{Path(n).stem}.png" for s, n in zip(splits, names) if seg]
-    existing = [p for p in planned if p.exists()]
-    if existing and not layout.overwrite:
-        raise ConvertError(f"{len(existing)} output files exist already (e.g. {existing[0]}); choose another --out "
-                           "or pass --overwrite to replace them")
-    classes_file, classes_text = out / "classes.txt", "\n".join(classes.targets) + "\n"
-    if seg and classes_file.exists() and classes_file.read_text() != classes_text:
-        raise ConvertError(f"{classes_file} lists another class set; convert into another --out (or remove it)")
+    planned = [f"{s}/images/{n}" for s, n in zip(splits, names)]
+    planned += [f"annotations/{s}.json" for s in sorted(set(splits)) if pose]
+    planned += [f"{s}/labels/{Path(n).stem}.png" for s, n in zip(splits, names) if seg] + ["classes.txt"] * seg
+    _check_outputs(out, planned, layout.overwrite)
+    classes_text = "\n".join(classes.targets) + "\n"
+    if seg and not _same_classes(out / "classes.txt", classes_text):
+        raise ConvertError(f"{out / 'classes.txt'} lists another class set; convert into another --out (or remove "
+                           "it)")
     result = ConvertResult(out, {}, keypoints, classes, problems, DataReport(), pose, seg)
     coco = {s: {"images": [], "annotations": []} for s in sorted(set(splits))}
     background = 0 if layout.unlabelled == "background" else IGNORE_INDEX
@@ -223,12 +257,17 @@ def write_dataset(records: list[ImageRecord], out: Path, labels: LabelSets, prob
             continue
         scale = np.array([width, height], float) if record.normalised else np.ones(2)
         counts = result.splits.setdefault(s, Counter())
-        _write_image(record, pixels, out / s / "images" / name)
+        _write_image(record, pixels, out, f"{s}/images/{name}")
         counts["images"] += 1
         image_id = len(coco[s]["images"]) + 1
         coco[s]["images"].append({"id": image_id, "file_name": name, "width": width, "height": height})
         for person in record.people:
-            ann = person_annotation(person, keypoints, scale, width, height)
+            try:
+                ann = person_annotation(person, keypoints, scale, width, height)
+            except DataError as err:  # an outline mask that does not decode
+                problems.add(record.ann_file, at(record.record, person.where), "mask", f"an outline that decodes "
+                             f"({err}); the person is left out")
+                continue
             if ann is None:
                 problems.add(record.ann_file, at(record.record, person.where), "keypoints",
                              f"no keypoint of the set '{metainfo.name}' and no box; the person is left out",
@@ -238,17 +277,15 @@ def write_dataset(records: list[ImageRecord], out: Path, labels: LabelSets, prob
             counts["people"] += 1
         if seg:
             result.images_without_regions += not record.regions
-            labels = label_map(record, classes, scale, width, height, background)
-            (out / s / "labels").mkdir(parents=True, exist_ok=True)
-            cv2.imwrite(str(out / s / "labels" / f"{Path(name).stem}.png"), labels)
+            labels = label_map(record, classes, scale, width, height, background, problems)
+            write_image(out, f"{s}/labels/{Path(name).stem}.png", labels)
             counts["label maps"] += 1
     result.people = sum(c["people"] for c in result.splits.values())
     category = {"id": 1, "name": "person", "supercategory": "person", "keypoints": list(metainfo.keypoint_names),
                 "skeleton": [[a + 1, b + 1] for a, b in metainfo.skeleton]}
     for s in result.splits:
         if pose:
-            (out / "annotations").mkdir(parents=True, exist_ok=True)
-            (out / "annotations" / f"{s}.json").write_text(json.dumps({**coco[s], "categories": [category]}))
+            write_json(out, f"annotations/{s}.json", {**coco[s], "categories": [category]})
             check_coco(out / "annotations" / f"{s}.json", out / s / "images", metainfo, result.check, f"{s} pose")
         if seg:
             dense = DataReport()
@@ -256,5 +293,5 @@ def write_dataset(records: list[ImageRecord], out: Path, labels: LabelSets, prob
             result.check.problems += dense.problems
             result.check.checked[f"{s} {SEG.task}"] = dense.checked.get(s, Counter())
     if seg:
-        classes_file.write_text(classes_text)
+        write_text(out, "classes.txt", classes_text)
     return result

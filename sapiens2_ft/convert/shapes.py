@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 
 from datamodules.data_check import DataReport
+from sapiens2_ft.convert.masks import Mask
 from sapiens2_ft.convert.records import Person, Region
 
 SUBPIXEL_BITS = 4  # polygon vertices are rasterised at 1/16 pixel
@@ -31,8 +32,7 @@ class Shape:
     points: np.ndarray
     group: object = None
     visibility: int = 2  # points: 2 visible, 1 occluded
-    mask: np.ndarray | None = None
-    offset: tuple[int, int] = (0, 0)
+    mask: Mask | None = None  # kept encoded, placed in the image by its offset
     z: int = 0
 
 
@@ -107,8 +107,8 @@ def people_from_shapes(shapes: list[Shape], ann_file: Path, record: str, report:
 
 
 def regions_from_shapes(shapes: list[Shape]) -> list[Region]:
-    return [Region(s.label, s.where, points=s.points if s.kind == "polygon" else None, mask=s.mask,
-                   offset=s.offset, z=s.z) for s in shapes if s.kind in ("polygon", "mask")]
+    return [Region(s.label, s.where, points=s.points if s.kind == "polygon" else None, mask=s.mask, z=s.z)
+            for s in shapes if s.kind in ("polygon", "mask")]
 
 
 def _box(corners: np.ndarray) -> tuple[float, float, float, float]:
@@ -116,31 +116,20 @@ def _box(corners: np.ndarray) -> tuple[float, float, float, float]:
     return float(x1), float(y1), float(x2), float(y2)
 
 
-def _extent_points(shape: Shape) -> np.ndarray:
-    if shape.kind == "mask":
-        ys, xs = np.nonzero(shape.mask)
-        return np.stack([xs + shape.offset[0], ys + shape.offset[1]], 1).astype(np.float64)
-    return shape.points
+def _extent_points(shape: Shape) -> np.ndarray | Mask:
+    return shape.mask if shape.kind == "mask" else shape.points  # a mask's extent: found when it is decoded
 
 
 def paint_region(labels: np.ndarray, region: Region, value: int, scale=(1.0, 1.0)) -> None:
     """Paint ``region`` into ``labels`` in place: a pixel is painted when its centre (integer coordinates) lies in
-    the polygon or on its edge (``cv2.fillPoly``); a mask is copied at its offset (clipped to the image)."""
+    the polygon or on its edge (``cv2.fillPoly``); a mask is decoded and copied at its offset (clipped to the
+    image; ``DataError`` when it does not decode)."""
     if region.points is not None:
         points = np.round(region.points * scale * (1 << SUBPIXEL_BITS)).astype(np.int32)
         cv2.fillPoly(labels, [points.reshape(-1, 1, 2)], int(value), lineType=cv2.LINE_8, shift=SUBPIXEL_BITS)
         return
-    x0, y0 = region.offset
+    x0, y0 = region.mask.offset
     h, w = labels.shape
-    mask = region.mask[max(0, -y0):h - y0, max(0, -x0):w - x0]
+    mask = region.mask.decode()[max(0, -y0):h - y0, max(0, -x0):w - x0]
     view = labels[max(0, y0):max(0, y0) + mask.shape[0], max(0, x0):max(0, x0) + mask.shape[1]]
     view[mask] = value
-
-
-def decode_counts_rle(counts: list[int], width: int, height: int) -> np.ndarray:
-    """A bool mask from run lengths that alternate background / foreground, starting with background, over the
-    rows of a ``width`` x ``height`` box (CVAT's mask ``rle``)."""
-    if sum(counts) != width * height:
-        raise ValueError(f"run lengths sum to {sum(counts)}, the {width}x{height} box has {width * height} pixels")
-    values = np.arange(len(counts)) % 2 == 1
-    return np.repeat(values, counts).reshape(height, width)

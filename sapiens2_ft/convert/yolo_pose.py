@@ -18,11 +18,14 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from datamodules.boundary.files import read_text, read_yaml
+from datamodules.boundary.folders import inside
 from datamodules.data_check import DataReport
 from datamodules.dense.files import IMAGE_SUFFIXES
+from datamodules.errors import DataError
 from datamodules.keypoints.metainfo import KeypointMetainfo
-from datamodules.boundary.folders import inside
-from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person
+from sapiens2_ft.convert.budget import Tally, cost_of
+from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person, export_file, export_text
 
 SPLITS = ("train", "val", "test")
 YOLO_IMAGE_SUFFIXES = IMAGE_SUFFIXES + (".bmp", ".webp", ".tif", ".tiff")
@@ -46,9 +49,9 @@ def _images(entry, root: Path, data_yaml: Path, key: str, problems: DataReport) 
             problems.add(data_yaml, key, key, f"a folder or list inside the export folder, got {item!r}; left out")
         elif path.is_dir():
             images += [(p, p.relative_to(path).as_posix()) for p in sorted(path.rglob("*"))
-                       if p.suffix.lower() in YOLO_IMAGE_SUFFIXES]
+                       if p.suffix.lower() in YOLO_IMAGE_SUFFIXES and inside(src, p, follow_links=True)]
         elif path.suffix == ".txt" and path.is_file():
-            lines = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+            lines = [line.strip() for line in export_text(src, path).splitlines() if line.strip()]
             for line in lines:
                 image = inside(src, (path.parent if line.startswith("./") else root) / line, follow_links=True)
                 if image is None:
@@ -61,8 +64,13 @@ def _images(entry, root: Path, data_yaml: Path, key: str, problems: DataReport) 
 
 
 def _people(label_file: Path, k: int, dims: int, record: str, problems: DataReport, metainfo) -> list[Person]:
+    try:
+        text = read_text(label_file, kind="label")
+    except (OSError, DataError) as err:
+        problems.add(label_file, record, "file", f"a readable text file ({err}); its people are left out")
+        return []
     people = []
-    for row, line in enumerate(label_file.read_text().splitlines(), 1):
+    for row, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         where = f"row {row}"
@@ -87,14 +95,17 @@ def _people(label_file: Path, k: int, dims: int, record: str, problems: DataRepo
     return people
 
 
-def read(src: Path, problems: DataReport, metainfo: KeypointMetainfo) -> list[ImageRecord]:
+def read(src: Path, problems: DataReport, metainfo: KeypointMetainfo, tally: Tally | None = None
+         ) -> list[ImageRecord]:
     data_yaml = next((src / n for n in ("data.yaml", "dataset.yaml") if (src / n).is_file()), None)
     if data_yaml is None:
         raise ConvertError(f"{src}: no data.yaml found (give the folder that holds the YOLO data set's data.yaml)")
     try:
-        data = yaml.safe_load(data_yaml.read_text())
+        data = read_yaml(export_file(src, data_yaml))
     except yaml.YAMLError as err:
         raise ConvertError(f"{data_yaml}: not valid YAML ({err})") from err
+    except DataError as err:
+        raise ConvertError(str(err)) from None
     shape = data.get("kpt_shape") if isinstance(data, dict) else None
     if not (isinstance(shape, list) and len(shape) == 2 and shape[1] in (2, 3) and isinstance(shape[0], int)):
         raise ConvertError(f"{data_yaml}: 'kpt_shape' must be [number of keypoints, 2 or 3], got {shape!r}")
@@ -116,13 +127,17 @@ def read(src: Path, problems: DataReport, metainfo: KeypointMetainfo) -> list[Im
                      "folder of data.yaml is read instead", fatal=False)
     if root is None or not root.is_dir():
         root = data_yaml.parent
+    tally = tally or Tally()
+    tally.files([data_yaml])
     records = []
     for split in (s for s in SPLITS if data.get(s)):
         for image, name in _images(data[split], root, data_yaml, split, problems):
             record = ImageRecord(data_yaml, name, image=image, split=split, normalised=True, record=f"{split} {name}")
             labels = label_path(image)
-            if labels.is_file():
+            if inside(src, labels, follow_links=True) and labels.is_file():
+                tally.files([labels])
                 record.people = _people(labels, k, dims, record.record, problems, metainfo)
+                tally.add(labels, **cost_of([record]))
             records.append(record)
     if not records:
         raise ConvertError(f"{data_yaml}: no images in {', '.join(SPLITS)}")
