@@ -46,13 +46,6 @@ ALLOWED = {
     "datamodules/synthetic/generate.py": {".rename": "moves its own new staging folder into place (no file is "
                                                      "written through a link)"},
     "datamodules/synthetic/in_use.py": {"os.open": "its lock file beside the dataset, opened with O_NOFOLLOW"},
-    # convert's own change moves these through the boundary (and removes them from here)
-    "sapiens2_ft/convert/cvat_masks.py": {".read_text": "until convert's change"},
-    "sapiens2_ft/convert/names.py": {".read_text": "until convert's change"},
-    "sapiens2_ft/convert/yolo_pose.py": {".read_text": "until convert's change"},
-    "sapiens2_ft/convert/output.py": {call: "until convert's change" for call in (".write_text", ".write_bytes",
-                                                                                  ".imwrite", ".read_text",
-                                                                                  "shutil.copyfile")},
 }
 
 
