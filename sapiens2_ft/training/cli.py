@@ -11,7 +11,9 @@
   the end ``results.png``, ``export/``
   (the best checkpoint as a Hugging Face model directory with its model card; ``hub.push_to_hub`` uploads it)
   and ``summary.json``.
-- ``--resume auto|PATH`` continues a run (weights, optimiser, schedule, step, wandb run);
+- ``--resume auto|PATH`` continues a run (weights, optimiser, schedule, step, wandb run) as a new segment of it,
+  which writes its own recipe (``config.resumeN.yaml``) and keeps the earlier segments' summaries in
+  ``summary.json``; a finished run is left as it is (``training/run_dir.py``);
   ``--init_from CKPT_OR_DIR`` starts a new run from an earlier run's weights only.
 """
 
@@ -62,8 +64,9 @@ from sapiens2_ft.training.hf_export import export_checkpoint
 from sapiens2_ft.training.hub import HubConfig, HubError, hub_problems, push_export
 from sapiens2_ft.training.results_page import write_results_png
 from sapiens2_ft.training.run_facts import run_facts
-from sapiens2_ft.training.run_dir import (LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, claim, default_run_dir,
-                                          resolve_resume, run_name)
+from sapiens2_ft.training.run_dir import (CONFIG_FILE, LAST_CHECKPOINT, RUN_DIR_ENV, SUMMARY_FILE, check_fresh,
+                                          claim, default_run_dir, earlier_segments, finished_message, next_segment,
+                                          reached_end, resolve_resume, resume_hint, run_name, segment_file)
 from sapiens2_ft.training.tracking import TrackingConfig, build_loggers, git_commit, new_run_id
 
 CONFIG_DIR = config_dir()  # the checkout's configs/, or the installed package's copy
@@ -173,6 +176,8 @@ class Sapiens2CLI(LightningCLI):
     def __init__(self, task: str, **kwargs):
         self.task = task_spec(task)
         self.resume: CheckpointInfo | None = None
+        self.segment = 0  # 0: a new run; N: the Nth resume of its run directory (training/run_dir.py)
+        self.earlier: list[dict] = []  # the summaries of the run's earlier segments
         args = kwargs.get("args")
         check_recipe_files(list(sys.argv[1:] if args is None else args))  # before the parser imports what they name
         with only_imports_under(import_roots()):
@@ -182,8 +187,9 @@ class Sapiens2CLI(LightningCLI):
         parser.add_argument("--task", default=DEFAULT_TASK, help=f"Task: {', '.join(TASKS)}")
         parser.add_argument("--run_dir", default=None, help="Run directory (default: runs/<config>/<timestamp>)")
         parser.add_argument("--resume", default=None,
-                            help="Continue a run with its full training state: 'auto' (the latest run of this "
-                                 "config, or --run_dir; a fresh run when there is none) or a checkpoint / run dir")
+                            help="Continue a run with its full training state: a run dir or checkpoint, or 'auto' "
+                                 "(with --run_dir, or inside a torchrun / SLURM job: that run, a fresh one when it "
+                                 "has no checkpoint; refused elsewhere). A finished run is left as it is")
         parser.add_argument("--init_from", default=None,
                             help="Start a new run from the weights of an earlier run of the same task and labels "
                                  "(.ckpt, distributed checkpoint dir or exported dir); optimiser and step start at 0")
@@ -219,8 +225,16 @@ class Sapiens2CLI(LightningCLI):
                 self.resume = read_info(checkpoint)
             except CheckpointError as err:
                 raise SystemExit(f"--resume: {err}") from None
+            trainer = config.trainer
+            if (Path(run_dir) / SUMMARY_FILE).exists() and reached_end(
+                    self.resume.global_step, self.resume.epochs_completed, trainer.max_steps, trainer.max_epochs):
+                raise SystemExit(finished_message(Path(run_dir), self.resume.global_step, trainer.max_steps,
+                                                  trainer.max_epochs))
             config.run_dir = str(run_dir)
             os.environ[RUN_DIR_ENV] = str(run_dir)  # ranks started by Lightning's launcher resume the same run
+            self.segment, self.earlier = next_segment(Path(run_dir)), earlier_segments(Path(run_dir))
+            self.save_config_kwargs = {**self.save_config_kwargs,
+                                       "config_filename": segment_file(CONFIG_FILE, self.segment)}
         elif config.resume == "auto":
             print("--resume auto: no earlier run with a last checkpoint; starting a new run")
         if not config.run_dir:
@@ -242,7 +256,7 @@ class Sapiens2CLI(LightningCLI):
         tracking: TrackingConfig = cli_value(self, self.config_init, "tracking")
         if config.get("logger") in (None, True):
             run_id = (self.resume.wandb_run_id if self.resume else None) or new_run_id()
-            kwargs["logger"] = build_loggers(tracking, self.run_dir, run_id)
+            kwargs["logger"] = build_loggers(tracking, self.run_dir, run_id, self.segment)
         callbacks = list(config.get("callbacks") or []) + [
             ModelCheckpoint(dirpath=self.run_dir / "checkpoints", monitor=monitor, mode=mode,
                             filename="best-step{step}", auto_insert_metric_name=False),
@@ -250,7 +264,7 @@ class Sapiens2CLI(LightningCLI):
             ModelCheckpoint(dirpath=self.run_dir / "checkpoints", monitor=None, filename=LAST_CHECKPOINT.stem,
                             enable_version_counter=False),
             LearningRateMonitor(logging_interval="step"),
-            RunArtifacts(self.run_dir),
+            RunArtifacts(self.run_dir, self.segment, self.earlier),
             ImagePanels(self.run_dir, tracking.num_panel_images),
             DataSheet(self.run_dir, tracking.data_sheet_samples),
             ValidationDiagnostics(self.run_dir),
@@ -348,7 +362,8 @@ def _main(argv: list[str] | None) -> dict:
         preemption = cli.config.preemption
         if trainer.is_global_zero:
             requeued = requeue_slurm_job() if preemption.requeue else "not requeued (preemption.requeue: false)"
-            print(f"preempted: {stop}; {requeued}; continue with --resume auto (exit status {preemption.exit_code})")
+            print(f"preempted: {stop}; {requeued}; continue with {resume_hint(cli.run_dir)} "
+                  f"(exit status {preemption.exit_code})")
         raise SystemExit(preemption.exit_code) from None
     except BaseException:
         close_dashboards(trainer, exit_code=1)

@@ -20,6 +20,7 @@ import yaml
 
 from sapiens2_ft.resources import shipped_asset
 from sapiens2_ft.tasks.registry import TASK_KEY, TASKS, takes_person_boxes, task_of_config, task_spec
+from sapiens2_ft.training.run_dir import latest_config
 
 CARD_FILE = "README.md"
 LICENCE_FILE = "LICENSE-sapiens2.md"  # the copy bundled with the keypoint sets (datamodules/keypoints/)
@@ -71,11 +72,13 @@ def run_dir_of(checkpoint: Path) -> Path | None:
 
 
 def read_run(run_dir: Path | None) -> tuple[dict, dict]:
-    """(summary.json, config.yaml) of a run directory; empty where missing."""
+    """(summary.json, the latest segment's config: ``config.yaml`` or a resumed run's ``config.resumeN.yaml``) of a
+    run directory; empty where missing."""
     if run_dir is None:
         return {}, {}
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
-    config = yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").is_file() else {}
+    recipe = latest_config(run_dir)
+    config = yaml.safe_load(recipe.read_text()) if recipe.is_file() else {}
     return summary, config or {}
 
 

@@ -29,6 +29,7 @@ from sapiens2_ft import console
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("README.md", "docs/models.md", "docs/convert.md", "docs/evaluate.md")  # the users' paths
 STEPS = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "2"]  # the only thing added (training)
+FURTHER = ["--trainer.max_steps", "4", "--trainer.val_check_interval", "2"]  # a resume: 2 steps past the run's end
 NOT_RUN_HERE = (  # (pattern of a command, why not here; where it is run instead)
     (r"^python -m venv ", "installs the project: tests/apps/test_install.py builds and installs it, .ci/run runs the "
                           "README's test command verbatim"),
@@ -67,12 +68,13 @@ def run(command: str) -> int:
     """``command`` in this process, through the console entry points (what ``python -m`` and ``python train.py``
     run); the exit status."""
     words = shlex.split(command)
+    steps = FURTHER if "--resume" in words else STEPS
     if words[:2] == ["python", "train.py"]:
-        return console.main(["train", *words[2:], *STEPS])
+        return console.main(["train", *words[2:], *steps])
     if words[:2] == ["python", "-m"] and words[2] in PYTHON_M:
         return console.main([PYTHON_M[words[2]], *words[3:]])
     if words[0] == "sapiens2-ft":
-        return console.main(words[1:] + (STEPS if words[1:2] == ["train"] else []))
+        return console.main(words[1:] + (steps if words[1:2] == ["train"] else []))
     raise AssertionError(f"the docs test does not know how to run `{command}`: teach run() or add it to NOT_RUN_HERE "
                          f"with the reason and the test that covers it")
 
