@@ -61,7 +61,7 @@ from sapiens2_ft.training.checkpoint_io import (AtomicCheckpointIO, CheckpointSa
 from sapiens2_ft.training.config_safety import (check_parsed_recipe, check_recipe_files, import_roots,
                                                 load_recipe)
 from sapiens2_ft.training.hf_export import export_checkpoint
-from sapiens2_ft.training.hub import HubConfig, HubError, hub_problems, push_export
+from sapiens2_ft.training.hub import HubConfig, HubError, hub_access_problems, hub_problems, push_command, push_export
 from sapiens2_ft.training.results_page import write_results_png
 from sapiens2_ft.training.run_facts import run_facts
 from sapiens2_ft.training.run_dir import (CONFIG_FILE, LAST_CHECKPOINT, RUN_DIR_ENV, SUMMARY_FILE, check_fresh,
@@ -242,6 +242,9 @@ class Sapiens2CLI(LightningCLI):
         self.run_dir = Path(config.run_dir)
         if self.resume is None:
             check_fresh(self.run_dir)
+        hub = hub_access_problems(config.hub.push_to_hub, config.hub.private, later=self.run_dir / "export")
+        if hub:  # asked of the Hub before any work (the id's form and a login: check_config)
+            raise SystemExit(str(ConfigProblems(hub)))
         claim(self.run_dir)
         trainer = config.trainer
         trainer.default_root_dir = str(self.run_dir)
@@ -398,8 +401,8 @@ def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool, hub=Non
             try:
                 summary["hub"] = push_export(summary["export"], hub.push_to_hub, hub.private)
             except HubError as err:
-                refused = (f"{err}\nthe export is in {summary['export']}; upload it with `sapiens2-ft export "
-                           f"--checkpoint {summary['export']} --push_to_hub {hub.push_to_hub}`")
+                refused = (f"{err}\nthe export is in {summary['export']}; upload it with "
+                           f"`{push_command(summary['export'], hub.push_to_hub, hub.private)}`")
         with open(run_dir / "summary.json", "w") as f:
             json.dump(summary, f, indent=2)
     print(f"run directory: {run_dir}")
