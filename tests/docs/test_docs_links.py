@@ -239,3 +239,10 @@ def test_the_checks_catch_broken_references(tmp_path):
                      "sapiens2_ft.strategies", "sapiens2_ft.nothing", "no_such_recipe.yaml"):
         assert any(expected in p for p in found), (expected, found)
     assert not any("#title" in p for p in found), found
+
+
+def test_deploy_shows_the_onnx_example_as_it_is():
+    """docs/deploy.md prints docs/examples/onnx_pose.py, which the tests run: the page's copy is the file."""
+    page = (ROOT / "docs" / "deploy.md").read_text()
+    example = (ROOT / "docs" / "examples" / "onnx_pose.py").read_text()
+    assert f"```python\n{example}```" in page, "docs/deploy.md's copy of docs/examples/onnx_pose.py differs from it"
