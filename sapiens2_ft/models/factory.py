@@ -89,12 +89,28 @@ def resolve_pretrained(pretrained: str, key: str = "model.pretrained") -> str:
 
         return snapshot_download(pretrained, allow_patterns=["*.json", "*.safetensors", "*.yaml"])
     except Exception as err:  # offline, gated, unknown repo: all end the same way for the user
-        raise PretrainedNotFoundError(
-            f"could not fetch '{pretrained}' from the Hugging Face Hub ({type(err).__name__}: {err}).\n"
-            f"A gated model (the Sapiens2 ones are): accept its licence on https://huggingface.co/{pretrained} and "
-            f"run `hf auth login`. Offline: download it on a machine with access, e.g. `hf download {pretrained} "
-            f"--local-dir DIR`, copy DIR here and set `--{key} DIR` (docs/models.md)."
-        ) from err
+        raise PretrainedNotFoundError(fetch_failure(pretrained, err, key)) from err
+
+
+GATED = ("facebook/sapiens",)  # repositories behind a licence to accept (the Sapiens2 models); others are open
+
+
+def fetch_failure(repo_id: str, err: Exception, key: str) -> str:
+    """Why ``repo_id`` could not be had and what to do: not in this machine's cache with the Hub out of reach
+    (offline), or what the Hub answered; the licence for the gated Sapiens2 repositories only; a copy on disk."""
+    from huggingface_hub import constants
+    from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    if isinstance(err, (LocalEntryNotFoundError, OfflineModeIsEnabled)):
+        why = ("HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the Hub could not be reached")
+        said = f"'{repo_id}' is not in this machine's Hugging Face cache and {why}."
+    else:
+        said = f"could not fetch '{repo_id}' from the Hugging Face Hub ({type(err).__name__}: " \
+               f"{(str(err).splitlines() or [''])[0]})."
+    gated = (f" The Sapiens2 models are gated: accept the licence on https://huggingface.co/{repo_id} and run "
+             f"`hf auth login`." if repo_id.startswith(GATED) else "")
+    return (f"{said}{gated} Without the Hub here: `hf download {repo_id} --local-dir DIR` on a machine with access, "
+            f"copy DIR here and set `--{key} DIR` (docs/models.md).")
 
 
 def _is_named(labels: Sequence[str]) -> bool:

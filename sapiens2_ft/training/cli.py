@@ -39,6 +39,7 @@ from datamodules.errors import DataError
 from sapiens2_ft.compat import cli_value, experiment_started, only_imports_under
 from sapiens2_ft.models.adapters import FROZEN_DTYPES, frozen_storage
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
+from sapiens2_ft.models.factory import PretrainedNotFoundError, resolve_pretrained
 from sapiens2_ft.resources import config_dir, format_config_list
 from sapiens2_ft.problems import ConfigProblems
 from sapiens2_ft.tasks.registry import DEFAULT_TASK, TASKS, import_class, task_spec
@@ -144,6 +145,24 @@ def config_problems(config, module_class) -> list[str]:
     return problems
 
 
+LOCAL_START = ("or start from a model on this machine: the shipped demo backbone with its pretrained heads "
+               "(--model.pretrained assets/sapiens2-mini-synthetic --model.pretraining_head true; for pose on the CPU "
+               "the recipe pose_custom_cpu.yaml, README: Your data)")
+
+
+def fetch_pretrained(pretrained: str | None, init_from: str | None) -> None:
+    """``model.pretrained`` fetched before any work (a hub id: from the local cache, else the Hub), so that a machine
+    without it (offline, a gated model without the licence accepted) stops with one message before a run directory,
+    a dashboard or a data loader exists, instead of tracebacks from inside the fit. ``init_from`` runs without it."""
+    if not pretrained or init_from:
+        return
+    try:
+        resolve_pretrained(str(pretrained))
+    except PretrainedNotFoundError as err:
+        message = str(err) if str(err).startswith("model.pretrained") else f"model.pretrained: {err}"
+        raise SystemExit(f"{message.rstrip('.')}; {LOCAL_START}.") from None
+
+
 def default_precision(accelerator) -> str:
     """bf16-mixed where the run trains on a GPU, else full fp32. The GPU's bf16 support is not probed:
     that would start CUDA in the launching process, before Lightning forks or starts the ranks."""
@@ -217,6 +236,7 @@ class Sapiens2CLI(LightningCLI):
         config = self.config
         check_parsed_recipe(config.as_dict())
         check_config(config, self.model_class)
+        fetch_pretrained(config.model.get("pretrained"), config.get("init_from"))
         name = run_name(config.get("config") or [])
         resumed = resolve_resume(config.resume, config.run_dir, name) if config.resume else None
         if resumed is not None:
