@@ -17,6 +17,7 @@ the same seed), with their targets drawn (``sapiens2_ft/tasks/sample_sheet.py``)
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 from jsonargparse.typing import NonNegativeInt
@@ -48,7 +49,8 @@ class DataCheckCLI(Sapiens2CLI):
             raise SystemExit(str(ConfigProblems(problems)))
 
     def instantiate_classes(self) -> None:
-        self.config_init = self.parser.instantiate_classes(self.config)
+        instantiate = getattr(self.parser, "instantiate", None) or self.parser.instantiate_classes  # jsonargparse 4.49
+        self.config_init = instantiate(self.config)
         self.datamodule = cli_value(self, self.config_init, "data")
         self.model = cli_value(self, self.config_init, "model")
 
@@ -68,7 +70,9 @@ def loader_items(loader, count: int) -> list[dict]:
 def write_data_sheet(cli: DataCheckCLI, count: int, out: str) -> Path:
     """``out/data_check.png`` of the first ``count`` training samples."""
     data = cli.datamodule
-    data.setup("fit")
+    with warnings.catch_warnings():  # its start-of-fit check found what the report above says: said once
+        warnings.filterwarnings("ignore", message="the data check found problems")
+        data.setup("fit")
     loader = data.train_dataloader()
     items = loader_items(loader, count)
     if not items:
@@ -85,6 +89,7 @@ def write_data_sheet(cli: DataCheckCLI, count: int, out: str) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     argv = resolve_config_args(sys.argv[1:] if argv is None else argv)
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")  # as train.py
     cli = DataCheckCLI(task_of(argv), args=argv, run=False, seed_everything_default=0,
                        auto_configure_optimizers=False)
     if cli.datamodule.store is not None:
