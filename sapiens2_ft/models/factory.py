@@ -17,7 +17,9 @@ transformers class, the labels, the released head layouts and label names of its
 
 from __future__ import annotations
 
+import logging
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -38,11 +40,28 @@ class WeightsMismatchError(ValueError):
     """A weights file does not hold the tensors its config describes; the message lists the differences."""
 
 
+@contextmanager
+def own_load_report():
+    """transformers' load report (a table of MISSING / UNEXPECTED keys, logged by ``transformers.modeling_utils``)
+    left out: ``from_pretrained_checked`` refuses any such difference itself, and the run's ``LoadReport`` says in its
+    own lines where the backbone and each head row came from. Its errors still raise."""
+    logger = logging.getLogger("transformers.modeling_utils")
+    # A filter, not a level: at WARNING or above that logger also lists every layer of the model as "not sharded".
+    drop = logging.Filter()
+    drop.filter = lambda record: "LOAD REPORT" not in str(record.msg)
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
 def from_pretrained_checked(cls, path: str, backbone_only: bool = False, **kwargs):
     """``cls.from_pretrained`` that refuses weights with missing, unexpected or misshaped tensors
     (transformers would initialise missing ones at random with only a warning). ``backbone_only``: a
     pretrain-only checkpoint, whose task head is expected to be new."""
-    model, info = cls.from_pretrained(path, output_loading_info=True, trust_remote_code=False, **kwargs)
+    with own_load_report():
+        model, info = cls.from_pretrained(path, output_loading_info=True, trust_remote_code=False, **kwargs)
     missing = sorted(info.get("missing_keys") or [])
     if backbone_only:
         missing = [k for k in missing if k.startswith("model.")]
@@ -65,12 +84,19 @@ class LoadReport:
     notes: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
-        lines = [f"model from {self.source}: backbone {self.backbone}, head {self.head}"]
+        """The model's origin in its first line (where its head came from, too, when a note starts ``head:``), then
+        the rows transferred by name and the other notes."""
+        first = f"model from {self.source}: backbone {self.backbone}, head {self.head}"
+        head = [note for note in self.notes if note.startswith(HEAD_NOTE)]
+        lines = [first + "".join(f": {note[len(HEAD_NOTE):]}" for note in head)]
         if self.head == "transferred":
             lines.append(f"  output rows transferred by name ({len(self.transferred)}): {', '.join(self.transferred)}")
             lines.append(f"  output rows new ({len(self.new)}): {', '.join(self.new) or '-'}")
-        lines += [f"  {note}" for note in self.notes]
+        lines += [f"  {note}" for note in self.notes if note not in head]
         return "\n".join(lines)
+
+
+HEAD_NOTE = "head: "  # a LoadReport note that says where the head came from (its first line carries it)
 
 
 def resolve_pretrained(pretrained: str, key: str = "model.pretrained") -> str:
