@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -92,6 +93,27 @@ def resolve_config_args(argv: list[str]) -> list[str]:
             known = ", ".join(sorted(p.name for p in CONFIG_DIR.glob("*.yaml")))
             raise SystemExit(f"config '{value}' not found (as a path or in {CONFIG_DIR}); configs: {known}")
     return out
+
+
+def short_help(argv: list[str], prog: str, summary: str, options: list[tuple[tuple[str, ...], dict]]) -> None:
+    """``-h`` / ``--help`` of a command that reads a training config (check_data, write_shards): its own ``options``
+    (flags, ``add_argument`` keywords) and how the config is given, instead of every key train.py documents (about
+    980 lines); exits. Nothing to do without the flag."""
+    if not {"-h", "--help"} & set(argv):
+        return
+    parser = argparse.ArgumentParser(prog=prog, description=summary, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="Any key of the recipe is given as on train.py's command line (--data.root "
+                                            "DIR, --data.keypoints SET, ...): `python train.py --config RECIPE --help` "
+                                            "lists every key, docs/configs.md documents them.")
+    parser.add_argument("--config", metavar="RECIPE", required=True,
+                        help="a recipe of configs/ (pose_custom.yaml, ...) or a YAML file, as train.py takes it; "
+                             "repeat it to merge several")
+    parser.add_argument("--data.KEY", metavar="VALUE", dest="data_key",
+                        help="a data key of the recipe, e.g. --data.root DIR (and any other key of the recipe)")
+    for flags, keywords in options:
+        parser.add_argument(*flags, **{k: v for k, v in keywords.items() if k != "type"})
+    parser.print_help()
+    raise SystemExit(0)
 
 
 def task_of(argv: list[str]) -> str:
