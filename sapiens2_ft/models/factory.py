@@ -135,8 +135,9 @@ def fetch_failure(repo_id: str, err: Exception, key: str) -> str:
                f"{(str(err).splitlines() or [''])[0]})."
     gated = (f" The Sapiens2 models are gated: accept the licence on https://huggingface.co/{repo_id} and run "
              f"`hf auth login`." if repo_id.startswith(GATED) else "")
+    verb = "set" if "." in key else "pass"  # a config key, or a command's flag
     return (f"{said}{gated} Without the Hub here: `hf download {repo_id} --local-dir DIR` on a machine with access, "
-            f"copy DIR here and set `--{key} DIR` (docs/models.md).")
+            f"copy DIR here and {verb} `--{key} DIR` (docs/models.md).")
 
 
 def _is_named(labels: Sequence[str]) -> bool:

@@ -258,7 +258,6 @@ class Sapiens2CLI(LightningCLI):
         config = self.config
         check_parsed_recipe(config.as_dict())
         check_config(config, self.model_class)
-        fetch_pretrained(config.model.get("pretrained"), config.get("init_from"))
         name = run_name(config.get("config") or [])
         resumed = resolve_resume(config.resume, config.run_dir, name) if config.resume else None
         if resumed is not None:
@@ -287,6 +286,7 @@ class Sapiens2CLI(LightningCLI):
         hub = hub_access_problems(config.hub.push_to_hub, config.hub.private, later=self.run_dir / "export")
         if hub:  # asked of the Hub before any work (the id's form and a login: check_config)
             raise SystemExit(str(ConfigProblems(hub)))
+        fetch_pretrained(config.model.get("pretrained"), config.get("init_from"))
         claim(self.run_dir)
         trainer = config.trainer
         trainer.default_root_dir = str(self.run_dir)
