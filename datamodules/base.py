@@ -104,6 +104,9 @@ class SampleDataModule(L.LightningDataModule):
                 parts, [p["repeat"] for p in listed], [p["name"] for p in listed])
         if val:
             self.val_set = self.shard_parts("val")[0]
+        for split, dataset in (("train", self.train_set if train else None), ("val", self.val_set if val else None)):
+            if dataset is not None:  # where the samples come from, said as the folders' counts are
+                rank_zero_info(f"{split}: {len(dataset)} samples from the shards of {self.store.location} (data.shards)")
 
     def written_parts(self) -> dict[str, list[Part]]:
         """The training datasets (one part each, with their repeats) and the validation set, after

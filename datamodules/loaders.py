@@ -205,6 +205,10 @@ def make_loader(dataset: Dataset, batch_size: int, shuffle: bool, num_workers: i
     if shuffle:
         sampler = EpochSeededSampler(len(dataset), torch.initial_seed() if seed is None else seed, rank, world,
                                      groups)
+        if len(sampler) < batch_size:  # every batch partial, hence dropped: the fit would end at step 0
+            raise DataError(f"the training set has {len(dataset)} samples ({len(sampler)} per process), fewer than "
+                            f"data.batch_size {batch_size}: a training batch is never full and none would be "
+                            f"trained; lower data.batch_size to {max(1, len(sampler))} or less, or add data")
         if start is not None:
             sampler.set_epoch(start.epoch)
             sampler.skip(start.batches * batch_size)

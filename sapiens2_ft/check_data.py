@@ -17,6 +17,7 @@ the same seed), with their targets drawn (``sapiens2_ft/tasks/sample_sheet.py``)
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 from jsonargparse.typing import NonNegativeInt
@@ -25,8 +26,16 @@ from datamodules.errors import DataError
 from sapiens2_ft.compat import cli_value
 from sapiens2_ft.problems import ConfigProblems
 from sapiens2_ft.tasks.sample_sheet import SHEET_FILE, data_sheet, sheet_labels, split_batch, write_sheet
-from sapiens2_ft.training.cli import Sapiens2CLI, config_problems, resolve_config_args, task_of
+from sapiens2_ft.training.cli import Sapiens2CLI, config_problems, resolve_config_args, short_help, task_of
 from sapiens2_ft.training.config_safety import check_parsed_recipe
+
+
+OPTIONS = [  # this command's own, beside the training config's keys
+    (("--show",), {"type": NonNegativeInt, "default": 0, "metavar": "N",
+                   "help": f"After the check, draw this many augmented training samples with their targets into "
+                           f"OUT/{SHEET_FILE} (0: no sheet)"}),
+    (("--out",), {"default": ".", "help": f"Folder of {SHEET_FILE} (default: the current directory)"}),
+]
 
 
 class DataCheckCLI(Sapiens2CLI):
@@ -34,10 +43,8 @@ class DataCheckCLI(Sapiens2CLI):
 
     def add_arguments_to_parser(self, parser) -> None:
         super().add_arguments_to_parser(parser)
-        parser.add_argument("--show", type=NonNegativeInt, default=0,
-                            help="After the check, draw this many augmented training samples with their targets "
-                                 f"into OUT/{SHEET_FILE} (0: no sheet)")
-        parser.add_argument("--out", default=".", help=f"Folder of {SHEET_FILE} (default: the current directory)")
+        for flags, keywords in OPTIONS:
+            parser.add_argument(*flags, **keywords)
 
     def before_instantiate_classes(self) -> None:
         check_parsed_recipe(self.config.as_dict())
@@ -48,7 +55,8 @@ class DataCheckCLI(Sapiens2CLI):
             raise SystemExit(str(ConfigProblems(problems)))
 
     def instantiate_classes(self) -> None:
-        self.config_init = self.parser.instantiate_classes(self.config)
+        instantiate = getattr(self.parser, "instantiate", None) or self.parser.instantiate_classes  # jsonargparse 4.49
+        self.config_init = instantiate(self.config)
         self.datamodule = cli_value(self, self.config_init, "data")
         self.model = cli_value(self, self.config_init, "model")
 
@@ -68,7 +76,9 @@ def loader_items(loader, count: int) -> list[dict]:
 def write_data_sheet(cli: DataCheckCLI, count: int, out: str) -> Path:
     """``out/data_check.png`` of the first ``count`` training samples."""
     data = cli.datamodule
-    data.setup("fit")
+    with warnings.catch_warnings():  # its start-of-fit check found what the report above says: said once
+        warnings.filterwarnings("ignore", message="the data check found problems")
+        data.setup("fit")
     loader = data.train_dataloader()
     items = loader_items(loader, count)
     if not items:
@@ -84,7 +94,10 @@ def write_data_sheet(cli: DataCheckCLI, count: int, out: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = resolve_config_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    short_help(argv, "python -m sapiens2_ft.check_data", __doc__.split("\n\n")[0].replace("``", ""), OPTIONS)
+    argv = resolve_config_args(argv)
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")  # as train.py
     cli = DataCheckCLI(task_of(argv), args=argv, run=False, seed_everything_default=0,
                        auto_configure_optimizers=False)
     if cli.datamodule.store is not None:

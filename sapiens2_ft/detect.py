@@ -10,7 +10,6 @@ found (IoU >= 0.5). The default ``--out`` is ``DATA_ROOT/val_detections.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 

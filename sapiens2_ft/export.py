@@ -31,7 +31,7 @@ from sapiens2_ft.models.onnx import DTYPES
 from sapiens2_ft.problems import Problems
 from sapiens2_ft.training.export_dir import ExportFolderError
 from sapiens2_ft.training.hf_export import export_checkpoint
-from sapiens2_ft.training.hub import HubError, hub_problems, push_export
+from sapiens2_ft.training.hub import HubError, hub_access_problems, hub_problems, push_export
 from sapiens2_ft.training.onnx_export import write_onnx
 
 
@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> Path:
                    f"--checkpoint: {source} is an exported directory already; --format onnx adds ONNX, "
                    f"--push_to_hub uploads it")
     problems.check(exported or args.out is not None, "--out: give the output directory")
+    if not problems:  # then the Hub is asked: the token, the namespace, the way to it
+        problems += hub_access_problems(args.push_to_hub, args.private, "--push_to_hub")
     problems.exit()
     if exported:  # already exported: add the ONNX model beside it, or upload it
         out = source

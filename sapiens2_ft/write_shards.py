@@ -15,8 +15,17 @@ from pathlib import Path
 from jsonargparse.typing import PositiveFloat, PositiveInt
 
 from sapiens2_ft.compat import cli_value
-from sapiens2_ft.training.cli import Sapiens2CLI, resolve_config_args, task_of
+from sapiens2_ft.training.cli import Sapiens2CLI, resolve_config_args, short_help, task_of
 from sapiens2_ft.training.config_safety import check_class_paths
+
+
+OPTIONS = [  # this command's own, beside the training config's keys
+    (("--out",), {"required": True, "help": "New or empty folder of the shards and their index"}),
+    (("--shard_mb",), {"type": PositiveFloat, "default": 1024.0,
+                       "help": "Most MiB a shard holds (about a second's download each on a fast link; default 1024)"}),
+    (("--shard_samples",), {"type": PositiveInt, "default": 10_000,
+                            "help": "Most samples a shard holds (default 10000)"}),
+]
 
 
 class ShardsCLI(Sapiens2CLI):
@@ -24,10 +33,8 @@ class ShardsCLI(Sapiens2CLI):
 
     def add_arguments_to_parser(self, parser) -> None:
         super().add_arguments_to_parser(parser)
-        parser.add_argument("--out", required=True, help="New or empty folder of the shards and their index")
-        parser.add_argument("--shard_mb", type=PositiveFloat, default=1024.0,
-                            help="Most MiB a shard holds (about a second's download each on a fast link)")
-        parser.add_argument("--shard_samples", type=PositiveInt, default=10_000, help="Most samples a shard holds")
+        for flags, keywords in OPTIONS:
+            parser.add_argument(*flags, **keywords)
 
     def before_instantiate_classes(self) -> None:
         check_class_paths(self.config.as_dict())
@@ -42,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     from datamodules.errors import DataError
     from datamodules.shards.writer import write_shards
 
-    argv = resolve_config_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    short_help(argv, "python -m sapiens2_ft.write_shards", __doc__.split("\n\n")[0].replace("``", ""), OPTIONS)
+    argv = resolve_config_args(argv)
     cli = ShardsCLI(task_of(argv), args=argv, run=False, seed_everything_default=0, auto_configure_optimizers=False)
     data, out = cli.datamodule, Path(cli_value(cli, cli.config, "out"))
     if data.store is not None:

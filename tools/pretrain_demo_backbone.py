@@ -6,10 +6,12 @@ minutes to show that workflow. This script stands in for Sapiens2's pretraining 
 seed than the demo data) through ``train.py``, then saves the shared backbone (``Sapiens2Model``), so each
 demo builds a new head exactly as a user starting from ``facebook/sapiens2-pretrain-*`` does.
 
-    python tools/pretrain_demo_backbone.py                        # fresh run, or continue the latest one
+    python tools/pretrain_demo_backbone.py                        # fresh run, or continue --run_dir's
     python tools/pretrain_demo_backbone.py --save_only RUN_DIR    # keep the backbone of a run's last.ckpt
 
-Extra arguments go to ``train.py`` (``--trainer.max_steps 2000``, ``--trainer.max_time 00:06:00:00``).
+The run goes to ``--run_dir`` (default ``runs/pretrain_demo_backbone/main``), continued from its checkpoint when it
+has one (``--resume auto --run_dir``). Extra arguments go to ``train.py`` (``--trainer.max_steps 2000``,
+``--trainer.max_time 00:06:00:00``).
 ``--precision auto`` (the default) trains under bf16 autocast on a CPU with native bf16 (``avx512_bf16`` or AMX:
 the step runs about 1.6x faster, ``bench/cpu_mfu.py``) and in fp32 elsewhere; a value is passed to
 ``trainer.precision`` as given.
@@ -112,6 +114,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("assets/sapiens2-mini-synthetic"))
     parser.add_argument("--save_only", type=Path, default=None, help="a run directory: only save its backbone")
+    parser.add_argument("--run_dir", default="runs/pretrain_demo_backbone/main",
+                        help="the run: continued from its last checkpoint when it has one, else started there")
     parser.add_argument("--precision", default="auto",
                         help="trainer.precision; auto: bf16-mixed on a CPU with native bf16, else 32-true")
     args, train_args = parser.parse_known_args()
@@ -127,7 +131,7 @@ def main() -> None:
 
         precision = cpu_precision(args.precision)
         print(f"trainer.precision: {precision}")
-        summary = train(["--config", "pretrain_demo_backbone.yaml", "--resume", "auto",
+        summary = train(["--config", "pretrain_demo_backbone.yaml", "--resume", "auto", "--run_dir", args.run_dir,
                          "--trainer.precision", precision, *train_args])
         run_dir = Path(summary["run_dir"])
         save_backbone(run_dir / "checkpoints" / "last.ckpt", args.out,

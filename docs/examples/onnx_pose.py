@@ -14,13 +14,30 @@ flags = cv2.INTER_LINEAR if min(A[0, 0], A[1, 1]) < 1 else cv2.INTER_CUBIC  # sh
 crop = cv2.warpAffine(cv2.imread(image_path)[..., ::-1], A, (W, H), flags=flags)  # the RGB person crop
 pixels = ((crop - np.float32(meta["input"]["mean"])) / np.float32(meta["input"]["std"])).astype(np.float32)
 session = ort.InferenceSession(f"{model_dir}/{meta['model']}")
-maps = session.run(None, {"pixel_values": pixels.transpose(2, 0, 1)[None]})[0][0]  # (K, h, w)
-if meta["heatmap_output"] == "logits":  # a softmax over each map
-    maps = np.exp(maps - maps.max((1, 2), keepdims=True))
-    maps /= maps.sum((1, 2), keepdims=True)
+logits = meta["heatmap_output"] == "logits"
+
+
+def maps_of(pixels):  # (K, h, w) heatmaps, or each map's softmax for a logits head
+    maps = session.run(None, {"pixel_values": np.ascontiguousarray(pixels.transpose(2, 0, 1)[None])})[0][0]
+    if logits:
+        maps = np.exp(maps - maps.max((1, 2), keepdims=True))
+        maps /= maps.sum((1, 2), keepdims=True)
+    return maps
+
+
+flip = np.arange(len(meta["labels"]))  # flip test: the mirrored crop's maps, mirrored back, left / right swapped
+for a, b in meta["flip_pairs"]:
+    flip[a], flip[b] = b, a
+maps = (maps_of(pixels) + maps_of(pixels[:, ::-1])[flip][:, :, ::-1]) / 2
 k, mh, mw = maps.shape
 ys, xs = np.unravel_index(maps.reshape(k, -1).argmax(1), (mh, mw))
+if logits:  # score: the probability mass within r pixels of the most probable one
+    r = max(1, round(2 * meta["preprocessor"]["keypoint_heatmap_sigma"]))
+    padded = np.pad(maps, ((0, 0), (r, r), (r, r)))
+    scores = np.array([padded[i, y:y + 2 * r + 1, x:x + 2 * r + 1].sum() for i, (x, y) in enumerate(zip(xs, ys))])
+else:  # score: the heatmap's peak (a training target peaks at 1)
+    scores = maps.reshape(k, -1).max(1)
 crop_xy = np.stack([xs * (W - 1) / (mw - 1), ys * (H - 1) / (mh - 1)], 1)  # heatmap -> crop pixels (UDP)
 image_xy = (crop_xy - A[:, 2]) / np.diag(A[:, :2])  # crop -> image pixels
-for name, (u, v), s in zip(meta["labels"], image_xy, maps.reshape(k, -1).max(1)):
-    print(f"{name:>16} {u:7.1f} {v:7.1f}  {s:.2f}")
+for name, (u, v), s in zip(meta["labels"], image_xy, scores.clip(0, 1)):
+    print(f"{name:>16} {u:7.1f} {v:7.1f}  {s:.4f}")

@@ -53,6 +53,7 @@ class CheckpointInfo:
     hyper_parameters: dict
     adapters: dict | None = None  # {"lora": LoraOptions fields} when the model was trained with adapters
     validation: dict | None = None  # the run's latest validation when it was saved: {"step", "metrics"}
+    epochs_completed: int = 0  # training epochs behind it (the fit loop's processed count: what max_epochs stops at)
 
     @property
     def labels(self) -> list[str]:
@@ -89,11 +90,13 @@ def read_info(path: str | Path) -> CheckpointInfo:
     record = data.get(RECORD_KEY)
     if not record or "model_config" not in record:
         raise CheckpointError(f"{path} has no '{RECORD_KEY}' record: it was not written by this framework's modules")
+    progress = (((data.get("loops") or {}).get("fit_loop") or {}).get("epoch_progress") or {}).get("current") or {}
     return CheckpointInfo(path=path, task=record["task"], model_config=record["model_config"],
                           keypoints=record.get("keypoints"), global_step=int(data.get("global_step", 0)),
                           epoch=int(data.get("epoch", 0)), wandb_run_id=record.get("wandb_run_id"),
                           hyper_parameters=dict(data.get("hyper_parameters") or {}), adapters=record.get("adapters"),
-                          validation=record.get("validation"))
+                          validation=record.get("validation"),
+                          epochs_completed=int(progress.get("processed", data.get("epoch", 0))))
 
 
 def model_key(key: str) -> str | None:

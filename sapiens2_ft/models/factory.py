@@ -17,7 +17,9 @@ transformers class, the labels, the released head layouts and label names of its
 
 from __future__ import annotations
 
+import logging
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -38,11 +40,28 @@ class WeightsMismatchError(ValueError):
     """A weights file does not hold the tensors its config describes; the message lists the differences."""
 
 
+@contextmanager
+def own_load_report():
+    """transformers' load report (a table of MISSING / UNEXPECTED keys, logged by ``transformers.modeling_utils``)
+    left out: ``from_pretrained_checked`` refuses any such difference itself, and the run's ``LoadReport`` says in its
+    own lines where the backbone and each head row came from. Its errors still raise."""
+    logger = logging.getLogger("transformers.modeling_utils")
+    # A filter, not a level: at WARNING or above that logger also lists every layer of the model as "not sharded".
+    drop = logging.Filter()
+    drop.filter = lambda record: "LOAD REPORT" not in str(record.msg)
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
 def from_pretrained_checked(cls, path: str, backbone_only: bool = False, **kwargs):
     """``cls.from_pretrained`` that refuses weights with missing, unexpected or misshaped tensors
     (transformers would initialise missing ones at random with only a warning). ``backbone_only``: a
     pretrain-only checkpoint, whose task head is expected to be new."""
-    model, info = cls.from_pretrained(path, output_loading_info=True, trust_remote_code=False, **kwargs)
+    with own_load_report():
+        model, info = cls.from_pretrained(path, output_loading_info=True, trust_remote_code=False, **kwargs)
     missing = sorted(info.get("missing_keys") or [])
     if backbone_only:
         missing = [k for k in missing if k.startswith("model.")]
@@ -65,12 +84,19 @@ class LoadReport:
     notes: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
-        lines = [f"model from {self.source}: backbone {self.backbone}, head {self.head}"]
+        """The model's origin in its first line (where its head came from, too, when a note starts ``head:``), then
+        the rows transferred by name and the other notes."""
+        first = f"model from {self.source}: backbone {self.backbone}, head {self.head}"
+        head = [note for note in self.notes if note.startswith(HEAD_NOTE)]
+        lines = [first + "".join(f": {note[len(HEAD_NOTE):]}" for note in head)]
         if self.head == "transferred":
             lines.append(f"  output rows transferred by name ({len(self.transferred)}): {', '.join(self.transferred)}")
             lines.append(f"  output rows new ({len(self.new)}): {', '.join(self.new) or '-'}")
-        lines += [f"  {note}" for note in self.notes]
+        lines += [f"  {note}" for note in self.notes if note not in head]
         return "\n".join(lines)
+
+
+HEAD_NOTE = "head: "  # a LoadReport note that says where the head came from (its first line carries it)
 
 
 def resolve_pretrained(pretrained: str, key: str = "model.pretrained") -> str:
@@ -89,12 +115,29 @@ def resolve_pretrained(pretrained: str, key: str = "model.pretrained") -> str:
 
         return snapshot_download(pretrained, allow_patterns=["*.json", "*.safetensors", "*.yaml"])
     except Exception as err:  # offline, gated, unknown repo: all end the same way for the user
-        raise PretrainedNotFoundError(
-            f"could not fetch '{pretrained}' from the Hugging Face Hub ({type(err).__name__}: {err}).\n"
-            f"A gated model (the Sapiens2 ones are): accept its licence on https://huggingface.co/{pretrained} and "
-            f"run `hf auth login`. Offline: download it on a machine with access, e.g. `hf download {pretrained} "
-            f"--local-dir DIR`, copy DIR here and set `--{key} DIR` (docs/models.md)."
-        ) from err
+        raise PretrainedNotFoundError(fetch_failure(pretrained, err, key)) from err
+
+
+GATED = ("facebook/sapiens",)  # repositories behind a licence to accept (the Sapiens2 models); others are open
+
+
+def fetch_failure(repo_id: str, err: Exception, key: str) -> str:
+    """Why ``repo_id`` could not be had and what to do: not in this machine's cache with the Hub out of reach
+    (offline), or what the Hub answered; the licence for the gated Sapiens2 repositories only; a copy on disk."""
+    from huggingface_hub import constants
+    from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    if isinstance(err, (LocalEntryNotFoundError, OfflineModeIsEnabled)):
+        why = ("HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the Hub could not be reached")
+        said = f"'{repo_id}' is not in this machine's Hugging Face cache and {why}."
+    else:
+        said = f"could not fetch '{repo_id}' from the Hugging Face Hub ({type(err).__name__}: " \
+               f"{(str(err).splitlines() or [''])[0]})."
+    gated = (f" The Sapiens2 models are gated: accept the licence on https://huggingface.co/{repo_id} and run "
+             f"`hf auth login`." if repo_id.startswith(GATED) else "")
+    verb = "set" if "." in key else "pass"  # a config key, or a command's flag
+    return (f"{said}{gated} Without the Hub here: `hf download {repo_id} --local-dir DIR` on a machine with access, "
+            f"copy DIR here and {verb} `--{key} DIR` (docs/models.md).")
 
 
 def _is_named(labels: Sequence[str]) -> bool:

@@ -205,7 +205,9 @@ def box_source(args, out: Path, loaded: dict | None = None):
         try:
             return DetectorBoxes(PersonDetector(args.detector, args.det_threshold, args.nms_iou, args.device))
         except DetectorError as err:
-            raise SystemExit(f"--detector {args.detector}: {err}\n{BOX_CHOICES}") from None
+            which = (f"the person detector {args.detector} (pose's box source when none is given)"
+                     if getattr(args, "detector_by_default", False) else f"--detector {args.detector}")
+            raise SystemExit(f"{which}: {err}\n{BOX_CHOICES}") from None
     if args.boxes_from_seg:
         if args.boxes_from_seg in (loaded or {}):
             inference, task = loaded[args.boxes_from_seg]

@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> Path:
     smooth = smooth_options(args, video, any(m.inference.takes_person_boxes for m in models))
     ids, boxes = read_boxes(Path(args.boxes) if args.boxes else None, list(images))
     if any(m.inference.takes_person_boxes for m in models) and not any(getattr(args, n) for n in BOX_SOURCES):
-        args.detector = DEFAULT_DETECTOR
+        args.detector, args.detector_by_default = DEFAULT_DETECTOR, True
     source = FileBoxes(boxes) if args.boxes else whole_image if args.whole_image else box_source(args, out, loaded)
     if args.compile:
         for m in models + ([mask_model] if mask_model else []):

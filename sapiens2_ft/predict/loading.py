@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sapiens2_ft.models.checkpoints import is_distributed_checkpoint
-from sapiens2_ft.models.factory import PretrainedNotFoundError, resolve_pretrained
+from sapiens2_ft.models.factory import PretrainedNotFoundError, fetch_failure, resolve_pretrained
 from sapiens2_ft.tasks.inference import TaskInference
 from sapiens2_ft.tasks.saved_model import SavedModelError, load_inference as load_saved
 
@@ -29,11 +29,7 @@ def resolve_model(model: str) -> Path:
         cause = err.__cause__
         if cause is None:  # neither an existing path nor shaped like a hub id
             raise SystemExit(model_problem(model) or f"--model: '{model}' does not exist") from None
-        raise SystemExit(f"--model: '{model}' is not a local path and could not be fetched from the Hugging Face "
-                         f"Hub ({type(cause).__name__}: {cause}).\nA gated model (the Sapiens2 ones are): accept its "
-                         f"licence on https://huggingface.co/{model} and run `hf auth login`. Offline: download it on a "
-                         f"machine with access, e.g. `hf download {model} --local-dir DIR`, copy DIR here and pass "
-                         f"`--model DIR` (docs/models.md).") from None
+        raise SystemExit(f"--model: {fetch_failure(model, cause, 'model')}") from None
     if not (directory / "config.json").is_file():
         raise SystemExit(f"--model: {directory} has no config.json (not an exported model directory)")
     return directory

@@ -21,6 +21,7 @@ from sapiens2_ft.predict.inputs import IMAGE_SUFFIXES, background, read_or_warn
 from sapiens2_ft.predict.run import Model, infer_chunk
 from sapiens2_ft.predict.sheet import sheet
 from sapiens2_ft.predict.smoothing import KeypointSmoother, MapBlend, SmoothOptions
+from sapiens2_ft.tasks.pose.results import keypoint_triplets
 
 VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".mpg", ".mpeg"}
 
@@ -152,9 +153,8 @@ def map_blends(models: list[Model], smooth: SmoothOptions | None):
 
 
 def person_record(person: dict) -> dict:
-    points = np.concatenate([person["points"], person["scores"][:, None]], axis=1)
     return {"track_id": person["track_id"], "bbox": np.asarray(person["bbox"], dtype=np.float64).round(2).tolist(),
-            "score": round(person["score"], 4), "keypoints": points.reshape(-1).round(2).tolist()}
+            "score": round(person["score"], 4), "keypoints": keypoint_triplets(person["points"], person["scores"])}
 
 
 @torch.no_grad()

@@ -118,6 +118,12 @@ def training_optimizer(module: L.LightningModule, parameters: nn.Module, optim: 
     return build_optimizer(parameters, optim, num_layers, int(module.trainer.estimated_stepping_batches))
 
 
+def log_gathered(module: L.LightningModule, metrics: dict) -> None:
+    """Log metrics that every process computed alike from the states torchmetrics gathered across processes: synced
+    with ``max`` (the value itself), so that Lightning neither averages them nor advises ``sync_dist`` on each."""
+    module.log_dict(metrics, sync_dist=True, reduce_fx="max")
+
+
 class TaskModule(L.LightningModule):
     """Base of the task modules (``model.*`` keys every task has).
 
@@ -340,7 +346,7 @@ class TaskModule(L.LightningModule):
             self._panel_samples = (first_samples(batch, MAX_PANEL_SAMPLES), first_samples(kept, MAX_PANEL_SAMPLES))
 
     def on_validation_epoch_end(self) -> None:
-        self.log_dict({f"val/{k}": v for k, v in self.val_metrics.compute().items()})
+        log_gathered(self, {f"val/{k}": v for k, v in self.val_metrics.compute().items()})
 
     # -- what a run leaves -------------------------------------------------------------------
 

@@ -114,9 +114,11 @@ TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (
              decode="heatmaps (B, K, h, w) of person crops (each box widened to the input aspect, affine-warped to "
                     "the input size). With heatmap_output 'logits', take the softmax over each map first. Keypoint k: "
                     "the argmax (x, y) of map k (DARK refinement optional), in crop pixels x * (W - 1) / (w - 1), "
-                    "y * (H - 1) / (h - 1) (UDP), then through the inverse crop affine; score: the map's value there "
-                    "(heatmaps), or its probability mass within 2 sigma (logits). Flip test: average with the maps "
-                    "of the mirrored crop, mirrored back and rows swapped by flip_pairs."),
+                    "y * (H - 1) / (h - 1) (UDP), then through the inverse crop affine. Score, in [0, 1], at the "
+                    "argmax: the map's value clipped to [0, 1] (heatmaps), or the probability mass of the "
+                    "(2r + 1) x (2r + 1) pixels around it, r = max(1, round(2 sigma)) with sigma the preprocessor's "
+                    "keypoint_heatmap_sigma (logits). Flip test (before all this): average the maps (the "
+                    "probabilities) with those of the mirrored crop, mirrored back and rows swapped by flip_pairs."),
     _dense("seg", "Segmentation", "Sapiens2ForSemanticSegmentation", ("val/mIoU", "max"),
            label_kind="class", label_arg="class_names", heads=heads.SEG_HEADS,
            released_labels=lambda: SAPIENS2_PART_CLASSES,

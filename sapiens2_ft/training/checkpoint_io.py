@@ -23,6 +23,8 @@ import torch
 import torch.distributed as dist
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from sapiens2_ft.training.run_dir import resume_hint
+
 HINTS = {errno.ENOSPC: "free some space or give --run_dir on a larger file system",
          errno.EDQUOT: "the disk quota is used up: free some of it or give --run_dir elsewhere",
          errno.EACCES: "this user may not write there: fix the permissions or give another --run_dir",
@@ -95,7 +97,12 @@ def save_error_message(path: Path, err: BaseException, size: int, free: tuple[Pa
     hint = HINTS.get(getattr(os_error, "errno", None))
     return (f"cannot write checkpoint {path}: {reason}; the checkpoint is {_size(size)}, {_size(free)} free on "
             f"{existing}" + (f" ({hint})" if hint else "") + "; the previous checkpoint is kept, no partial file "
-            "is left (continue with --resume auto)")
+            f"is left (continue with {resume_hint(_run_dir_of(Path(path)))})")
+
+
+def _run_dir_of(checkpoint: Path) -> Path:
+    """The run directory of a checkpoint in ``<run_dir>/checkpoints/`` (else the checkpoint's folder)."""
+    return checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else checkpoint.parent
 
 
 class _RecordingWriter:

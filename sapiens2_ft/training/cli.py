@@ -11,12 +11,15 @@
   the end ``results.png``, ``export/``
   (the best checkpoint as a Hugging Face model directory with its model card; ``hub.push_to_hub`` uploads it)
   and ``summary.json``.
-- ``--resume auto|PATH`` continues a run (weights, optimiser, schedule, step, wandb run);
+- ``--resume auto|PATH`` continues a run (weights, optimiser, schedule, step, wandb run) as a new segment of it,
+  which writes its own recipe (``config.resumeN.yaml``) and keeps the earlier segments' summaries in
+  ``summary.json``; a finished run is left as it is (``training/run_dir.py``);
   ``--init_from CKPT_OR_DIR`` starts a new run from an earlier run's weights only.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -37,6 +40,7 @@ from datamodules.errors import DataError
 from sapiens2_ft.compat import cli_value, experiment_started, only_imports_under
 from sapiens2_ft.models.adapters import FROZEN_DTYPES, frozen_storage
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
+from sapiens2_ft.models.factory import PretrainedNotFoundError, resolve_pretrained
 from sapiens2_ft.resources import config_dir, format_config_list
 from sapiens2_ft.problems import ConfigProblems
 from sapiens2_ft.tasks.registry import DEFAULT_TASK, TASKS, import_class, task_spec
@@ -59,11 +63,12 @@ from sapiens2_ft.training.checkpoint_io import (AtomicCheckpointIO, CheckpointSa
 from sapiens2_ft.training.config_safety import (check_parsed_recipe, check_recipe_files, import_roots,
                                                 load_recipe)
 from sapiens2_ft.training.hf_export import export_checkpoint
-from sapiens2_ft.training.hub import HubConfig, HubError, hub_problems, push_export
+from sapiens2_ft.training.hub import HubConfig, HubError, hub_access_problems, hub_problems, push_command, push_export
 from sapiens2_ft.training.results_page import write_results_png
 from sapiens2_ft.training.run_facts import run_facts
-from sapiens2_ft.training.run_dir import (LAST_CHECKPOINT, RUN_DIR_ENV, check_fresh, claim, default_run_dir,
-                                          resolve_resume, run_name)
+from sapiens2_ft.training.run_dir import (CONFIG_FILE, LAST_CHECKPOINT, RUN_DIR_ENV, SUMMARY_FILE, check_fresh,
+                                          claim, default_run_dir, earlier_segments, finished_message, next_segment,
+                                          reached_end, resolve_resume, resume_hint, run_name, segment_file)
 from sapiens2_ft.training.tracking import TrackingConfig, build_loggers, git_commit, new_run_id
 
 CONFIG_DIR = config_dir()  # the checkout's configs/, or the installed package's copy
@@ -88,6 +93,27 @@ def resolve_config_args(argv: list[str]) -> list[str]:
             known = ", ".join(sorted(p.name for p in CONFIG_DIR.glob("*.yaml")))
             raise SystemExit(f"config '{value}' not found (as a path or in {CONFIG_DIR}); configs: {known}")
     return out
+
+
+def short_help(argv: list[str], prog: str, summary: str, options: list[tuple[tuple[str, ...], dict]]) -> None:
+    """``-h`` / ``--help`` of a command that reads a training config (check_data, write_shards): its own ``options``
+    (flags, ``add_argument`` keywords) and how the config is given, instead of every key train.py documents (about
+    980 lines); exits. Nothing to do without the flag."""
+    if not {"-h", "--help"} & set(argv):
+        return
+    parser = argparse.ArgumentParser(prog=prog, description=summary, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="Any key of the recipe is given as on train.py's command line (--data.root "
+                                            "DIR, --data.keypoints SET, ...): `python train.py --config RECIPE --help` "
+                                            "lists every key, docs/configs.md documents them.")
+    parser.add_argument("--config", metavar="RECIPE", required=True,
+                        help="a recipe of configs/ (pose_custom.yaml, ...) or a YAML file, as train.py takes it; "
+                             "repeat it to merge several")
+    parser.add_argument("--data.KEY", metavar="VALUE", dest="data_key",
+                        help="a data key of the recipe, e.g. --data.root DIR (and any other key of the recipe)")
+    for flags, keywords in options:
+        parser.add_argument(*flags, **{k: v for k, v in keywords.items() if k != "type"})
+    parser.print_help()
+    raise SystemExit(0)
 
 
 def task_of(argv: list[str]) -> str:
@@ -141,6 +167,24 @@ def config_problems(config, module_class) -> list[str]:
     return problems
 
 
+LOCAL_START = ("or start from a model on this machine: the shipped demo backbone with its pretrained heads "
+               "(--model.pretrained assets/sapiens2-mini-synthetic --model.pretraining_head true; for pose on the CPU "
+               "the recipe pose_custom_cpu.yaml, README: Your data)")
+
+
+def fetch_pretrained(pretrained: str | None, init_from: str | None) -> None:
+    """``model.pretrained`` fetched before any work (a hub id: from the local cache, else the Hub), so that a machine
+    without it (offline, a gated model without the licence accepted) stops with one message before a run directory,
+    a dashboard or a data loader exists, instead of tracebacks from inside the fit. ``init_from`` runs without it."""
+    if not pretrained or init_from:
+        return
+    try:
+        resolve_pretrained(str(pretrained))
+    except PretrainedNotFoundError as err:
+        message = str(err) if str(err).startswith("model.pretrained") else f"model.pretrained: {err}"
+        raise SystemExit(f"{message.rstrip('.')}; {LOCAL_START}.") from None
+
+
 def default_precision(accelerator) -> str:
     """bf16-mixed where the run trains on a GPU, else full fp32. The GPU's bf16 support is not probed:
     that would start CUDA in the launching process, before Lightning forks or starts the ranks."""
@@ -173,6 +217,8 @@ class Sapiens2CLI(LightningCLI):
     def __init__(self, task: str, **kwargs):
         self.task = task_spec(task)
         self.resume: CheckpointInfo | None = None
+        self.segment = 0  # 0: a new run; N: the Nth resume of its run directory (training/run_dir.py)
+        self.earlier: list[dict] = []  # the summaries of the run's earlier segments
         args = kwargs.get("args")
         check_recipe_files(list(sys.argv[1:] if args is None else args))  # before the parser imports what they name
         with only_imports_under(import_roots()):
@@ -182,8 +228,9 @@ class Sapiens2CLI(LightningCLI):
         parser.add_argument("--task", default=DEFAULT_TASK, help=f"Task: {', '.join(TASKS)}")
         parser.add_argument("--run_dir", default=None, help="Run directory (default: runs/<config>/<timestamp>)")
         parser.add_argument("--resume", default=None,
-                            help="Continue a run with its full training state: 'auto' (the latest run of this "
-                                 "config, or --run_dir; a fresh run when there is none) or a checkpoint / run dir")
+                            help="Continue a run with its full training state: a run dir or checkpoint, or 'auto' "
+                                 "(with --run_dir, or inside a torchrun / SLURM job: that run, a fresh one when it "
+                                 "has no checkpoint; refused elsewhere). A finished run is left as it is")
         parser.add_argument("--init_from", default=None,
                             help="Start a new run from the weights of an earlier run of the same task and labels "
                                  "(.ckpt, distributed checkpoint dir or exported dir); optimiser and step start at 0")
@@ -219,8 +266,16 @@ class Sapiens2CLI(LightningCLI):
                 self.resume = read_info(checkpoint)
             except CheckpointError as err:
                 raise SystemExit(f"--resume: {err}") from None
+            trainer = config.trainer
+            if (Path(run_dir) / SUMMARY_FILE).exists() and reached_end(
+                    self.resume.global_step, self.resume.epochs_completed, trainer.max_steps, trainer.max_epochs):
+                raise SystemExit(finished_message(Path(run_dir), self.resume.global_step, trainer.max_steps,
+                                                  trainer.max_epochs))
             config.run_dir = str(run_dir)
             os.environ[RUN_DIR_ENV] = str(run_dir)  # ranks started by Lightning's launcher resume the same run
+            self.segment, self.earlier = next_segment(Path(run_dir)), earlier_segments(Path(run_dir))
+            self.save_config_kwargs = {**self.save_config_kwargs,
+                                       "config_filename": segment_file(CONFIG_FILE, self.segment)}
         elif config.resume == "auto":
             print("--resume auto: no earlier run with a last checkpoint; starting a new run")
         if not config.run_dir:
@@ -228,6 +283,10 @@ class Sapiens2CLI(LightningCLI):
         self.run_dir = Path(config.run_dir)
         if self.resume is None:
             check_fresh(self.run_dir)
+        hub = hub_access_problems(config.hub.push_to_hub, config.hub.private, later=self.run_dir / "export")
+        if hub:  # asked of the Hub before any work (the id's form and a login: check_config)
+            raise SystemExit(str(ConfigProblems(hub)))
+        fetch_pretrained(config.model.get("pretrained"), config.get("init_from"))
         claim(self.run_dir)
         trainer = config.trainer
         trainer.default_root_dir = str(self.run_dir)
@@ -242,7 +301,7 @@ class Sapiens2CLI(LightningCLI):
         tracking: TrackingConfig = cli_value(self, self.config_init, "tracking")
         if config.get("logger") in (None, True):
             run_id = (self.resume.wandb_run_id if self.resume else None) or new_run_id()
-            kwargs["logger"] = build_loggers(tracking, self.run_dir, run_id)
+            kwargs["logger"] = build_loggers(tracking, self.run_dir, run_id, self.segment)
         callbacks = list(config.get("callbacks") or []) + [
             ModelCheckpoint(dirpath=self.run_dir / "checkpoints", monitor=monitor, mode=mode,
                             filename="best-step{step}", auto_insert_metric_name=False),
@@ -250,7 +309,7 @@ class Sapiens2CLI(LightningCLI):
             ModelCheckpoint(dirpath=self.run_dir / "checkpoints", monitor=None, filename=LAST_CHECKPOINT.stem,
                             enable_version_counter=False),
             LearningRateMonitor(logging_interval="step"),
-            RunArtifacts(self.run_dir),
+            RunArtifacts(self.run_dir, self.segment, self.earlier),
             ImagePanels(self.run_dir, tracking.num_panel_images),
             DataSheet(self.run_dir, tracking.data_sheet_samples),
             ValidationDiagnostics(self.run_dir),
@@ -348,7 +407,8 @@ def _main(argv: list[str] | None) -> dict:
         preemption = cli.config.preemption
         if trainer.is_global_zero:
             requeued = requeue_slurm_job() if preemption.requeue else "not requeued (preemption.requeue: false)"
-            print(f"preempted: {stop}; {requeued}; continue with --resume auto (exit status {preemption.exit_code})")
+            print(f"preempted: {stop}; {requeued}; continue with {resume_hint(cli.run_dir)} "
+                  f"(exit status {preemption.exit_code})")
         raise SystemExit(preemption.exit_code) from None
     except BaseException:
         close_dashboards(trainer, exit_code=1)
@@ -383,8 +443,8 @@ def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool, hub=Non
             try:
                 summary["hub"] = push_export(summary["export"], hub.push_to_hub, hub.private)
             except HubError as err:
-                refused = (f"{err}\nthe export is in {summary['export']}; upload it with `sapiens2-ft export "
-                           f"--checkpoint {summary['export']} --push_to_hub {hub.push_to_hub}`")
+                refused = (f"{err}\nthe export is in {summary['export']}; upload it with "
+                           f"`{push_command(summary['export'], hub.push_to_hub, hub.private)}`")
         write_json(run_dir, "summary.json", summary, indent=2)
     print(f"run directory: {run_dir}")
     if results:

@@ -1,6 +1,10 @@
 """An exported model directory uploaded to a Hugging Face Hub model repository (``export --push_to_hub REPO``, and
 ``hub.push_to_hub`` at the end of a run): the repo is created if missing (``private`` when asked), and one commit
-sends the export's own files, its model card naming the repo. What the Hub refuses is one line (``HubError``)."""
+sends the export's own files, its model card naming the repo. What the Hub refuses is one line (``HubError``).
+
+Before any work, the id and a login are checked here (``hub_problems``), then the Hub is asked (``hub_access_problems``:
+the token is valid and may write, the namespace is the user's or one of their organisations'). A hint to upload later
+(``push_command``) repeats every choice the user made (``--private``)."""
 
 from __future__ import annotations
 
@@ -21,7 +25,8 @@ class HubConfig:
     Args:
         push_to_hub: A Hub model repository (``user/name`` or ``org/name``): the best checkpoint's export, with its
             model card, is uploaded there at the end of the run (the repo is created if missing). Needs ``hf auth
-            login`` or ``HF_TOKEN`` with write access, checked before training starts. null: no upload.
+            login`` or ``HF_TOKEN`` with write access and the Hub within reach, both checked before training
+            starts. null: no upload.
         private: Create the repository private (a repository that exists keeps its visibility).
     """
 
@@ -49,6 +54,41 @@ def hub_problems(repo_id: str | None, key: str = "hub.push_to_hub") -> list[str]
         return [f"{key}: '{repo_id}' needs its namespace, 'user/{repo_id}' or 'org/{repo_id}'"]
     if get_token() is None:
         return [f"{key}: not logged in to the Hugging Face Hub; {LOGIN_HINT}"]
+    return []
+
+
+def push_command(directory: str | Path, repo_id: str, private: bool = False) -> str:
+    """The command that uploads the export in ``directory`` to ``repo_id`` later, with the same choices."""
+    return (f"sapiens2-ft export --checkpoint {directory} --push_to_hub {repo_id}" + (" --private" if private else ""))
+
+
+def hub_access_problems(repo_id: str | None, private: bool = False, key: str = "hub.push_to_hub",
+                        later: str | Path | None = None) -> list[str]:
+    """What the Hub says about writing to ``repo_id``, asked before any work (``whoami``): not reachable (offline,
+    ``HF_HUB_OFFLINE``), a token it refuses or that may only read, a namespace that is neither the user's nor one of
+    their organisations'. Skipped ([]) where ``hub_problems`` already finds the id or the login wrong. ``later``: the
+    export directory the problem's hint names, to upload it once the Hub can be reached."""
+    if not repo_id or hub_problems(repo_id, key):
+        return []
+    from huggingface_hub import HfApi
+
+    hint = (f"; or drop {key} and upload the export later: `{push_command(later, repo_id, private)}`"
+            if later is not None else "")
+    try:
+        me = HfApi().whoami()
+    except Exception as err:
+        if not from_the_hub(err):
+            raise
+        return [hub_message(err, repo_id, key) + hint]
+    role = ((me.get("auth") or {}).get("accessToken") or {}).get("role")
+    if role == "read":
+        return [f"{key} {repo_id}: the token of {me.get('name')} is read-only; {LOGIN_HINT}"]
+    namespace = repo_id.split("/")[0]
+    mine = {me.get("name")} | {org.get("name") for org in me.get("orgs") or []}
+    if namespace not in mine:
+        return [f"{key} {repo_id}: '{namespace}' is neither your user name ({me.get('name')}) nor one of your "
+                f"organisations ({', '.join(sorted(n for n in mine if n != me.get('name'))) or 'none'}); give a "
+                f"repository under one of them"]
     return []
 
 
@@ -89,11 +129,11 @@ def from_the_hub(err: Exception) -> bool:
                                                    "requests", "urllib3")
 
 
-def hub_message(err: Exception, repo_id: str) -> str:
-    """One line for what the Hub (or the way to it) answered to a push to ``repo_id``."""
+def hub_message(err: Exception, repo_id: str, key: str = "--push_to_hub") -> str:
+    """One line for what the Hub (or the way to it) answered to a push to ``repo_id`` (asked for by ``key``)."""
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
-    where = f"--push_to_hub {repo_id}"
+    where = f"{key} {repo_id}"
     if isinstance(err, OfflineModeIsEnabled):
         return f"{where}: HF_HUB_OFFLINE is set; unset it to upload"
     status = getattr(getattr(err, "response", None), "status_code", None) if isinstance(err, HfHubHTTPError) else None

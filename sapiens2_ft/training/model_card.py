@@ -23,6 +23,7 @@ from datamodules.boundary.writes import copy_file, write_text
 from sapiens2_ft.resources import shipped_asset
 from sapiens2_ft.tasks.registry import TASK_KEY, TASKS, takes_person_boxes, task_of_config, task_spec
 from sapiens2_ft.training.public_text import public_text
+from sapiens2_ft.training.run_dir import latest_config
 
 CARD_FILE = "README.md"
 LICENCE_FILE = "LICENSE-sapiens2.md"  # the copy bundled with the keypoint sets (datamodules/keypoints/)
@@ -74,11 +75,13 @@ def run_dir_of(checkpoint: Path) -> Path | None:
 
 
 def read_run(run_dir: Path | None) -> tuple[dict, dict]:
-    """(summary.json, config.yaml) of a run directory; empty where missing."""
+    """(summary.json, the latest segment's config: ``config.yaml`` or a resumed run's ``config.resumeN.yaml``) of a
+    run directory; empty where missing."""
     if run_dir is None:
         return {}, {}
     summary = read_json(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else {}
-    config = read_yaml(run_dir / "config.yaml") if (run_dir / "config.yaml").is_file() else {}
+    recipe = latest_config(run_dir)
+    config = read_yaml(recipe) if recipe.is_file() else {}
     return summary if isinstance(summary, dict) else {}, config if isinstance(config, dict) else {}
 
 

@@ -26,6 +26,7 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.utilities import rank_zero_info
 
 from sapiens2_ft.compat import AppendingCSVWriter, csv_experiment
+from sapiens2_ft.training.run_dir import segment_file
 
 
 @dataclass
@@ -55,15 +56,22 @@ class TrackingConfig:
 class RunCSVLogger(CSVLogger):
     """``<run_dir>/metrics.csv``; a resumed run appends to it, so the file holds the whole history.
 
-    Steps logged between the last checkpoint and a crash appear twice; the later row is the resumed run's.
+    Steps logged between the last checkpoint and a crash appear twice; the later row is the resumed run's. The
+    hyperparameters go to ``hparams_file`` (a resumed segment's own: ``hparams.resumeN.yaml``).
     """
+
+    def __init__(self, *args, hparams_file: str = ExperimentWriter.NAME_HPARAMS_FILE, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.hparams_file = hparams_file
 
     @property
     @rank_zero_experiment
     def experiment(self) -> ExperimentWriter:
         def create() -> ExperimentWriter:
             Path(self.root_dir).mkdir(parents=True, exist_ok=True)
-            return AppendingCSVWriter(log_dir=self.log_dir)
+            writer = AppendingCSVWriter(log_dir=self.log_dir)
+            writer.NAME_HPARAMS_FILE = self.hparams_file
+            return writer
 
         return csv_experiment(self, create)
 
@@ -134,9 +142,11 @@ def _start_wandb(config: TrackingConfig, run_dir: Path, run_id: str) -> WandbLog
     return logger
 
 
-def build_loggers(config: TrackingConfig, run_dir: Path, run_id: str) -> list[Logger]:
-    """CSV into ``run_dir`` plus the configured dashboard; ``run_id`` names (or continues) the wandb run."""
-    loggers: list[Logger] = [RunCSVLogger(run_dir, name="", version="")]
+def build_loggers(config: TrackingConfig, run_dir: Path, run_id: str, segment: int = 0) -> list[Logger]:
+    """CSV into ``run_dir`` plus the configured dashboard; ``run_id`` names (or continues) the wandb run; a resumed
+    run's ``segment`` (N > 0) keeps its hyperparameters in ``hparams.resumeN.yaml``."""
+    hparams = segment_file(ExperimentWriter.NAME_HPARAMS_FILE, segment)
+    loggers: list[Logger] = [RunCSVLogger(run_dir, name="", version="", hparams_file=hparams)]
     if config.logger == "tensorboard":
         loggers.append(TensorBoardLogger(run_dir, name="tensorboard", version=""))
     elif config.logger == "wandb":

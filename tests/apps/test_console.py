@@ -104,3 +104,17 @@ def test_an_installed_package_reads_its_own_copies(tmp_path, monkeypatch):
     assert resources.list_configs() == [("mine.yaml", "My recipe.")]
     assert resources.shipped_asset("assets/backbone") == shipped / "assets" / "backbone"
     assert resources.shipped_asset("assets/other") is None and resources.shipped_asset("facebook/x") is None
+
+
+@pytest.mark.parametrize("name", ["check_data", "write_shards"])
+def test_the_commands_that_read_a_recipe_have_a_short_help(name, capsys):
+    """issue 60: their --help was train.py's whole parser (976 and 982 lines, write_shards' own --out buried in it)."""
+    module = importlib.import_module(f"sapiens2_ft.{name}")
+    with pytest.raises(SystemExit) as err:
+        module.main(["--config", "pose_custom.yaml", "--help"])
+    assert err.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: python -m sapiens2_ft.{name}") and len(out.splitlines()) <= 30, out
+    for flags, _ in module.OPTIONS:
+        assert flags[0] in out, flags
+    assert "--config RECIPE" in out and "`python train.py --config RECIPE --help` lists every key" in out

@@ -15,6 +15,7 @@ import sapiens2_ft
 from datamodules.boundary.images import read_image
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft import evaluate, predict
+from sapiens2_ft.api import CommandError
 from sapiens2_ft.predict.loading import load_inference
 
 RELEASED = "facebook/sapiens2-pose-0.4b"
@@ -77,8 +78,16 @@ def test_without_a_detector_the_message_names_the_other_box_sources(tiny_pose308
         predict.main(["--model", str(tiny_pose308_dir), "--input", str(tiny_coco / "val2017"),
                       "--out", str(tmp_path / "out")])
     message = str(err.value.code)
-    for choice in ("--detector PekingU/rtdetr_r50vd", "--boxes FILE", "--boxes_from_seg", "--whole_image"):
+    assert message.startswith("the person detector PekingU/rtdetr_r50vd (pose's box source when none is given): "
+                              "'PekingU/rtdetr_r50vd' is not in this machine's Hugging Face cache and HF_HUB_OFFLINE "
+                              "is set."), message
+    for choice in ("`hf download PekingU/rtdetr_r50vd --local-dir DIR`", "--detector DIR", "--boxes FILE",
+                   "--boxes_from_seg", "--whole_image"):
         assert choice in message, message
+    assert "gated" not in message and "Traceback" not in message  # RT-DETR is open (Apache-2.0)
+    with pytest.raises(CommandError) as err:  # the Python API says the same with its own names
+        sapiens2_ft.load(str(tiny_pose308_dir)).predict(str(tiny_coco / "val2017"))
+    assert "gated" not in str(err.value) and "boxes='whole_image'" in str(err.value) and "hf download" in str(err.value)
     out = predict.main(["--model", str(tiny_pose308_dir), "--input", str(tiny_coco / "val2017"),
                         "--out", str(tmp_path / "whole"), "--whole_image"])
     assert len(json.loads((out / "keypoints.json").read_text())) == 2  # one person per image

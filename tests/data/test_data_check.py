@@ -4,6 +4,7 @@ skip policy trains through bad samples; the error policy stops before training w
 from __future__ import annotations
 
 import json
+import warnings
 import shutil
 
 import cv2
@@ -153,3 +154,18 @@ def test_skip_policy_trains_through_bad_samples_and_reports_them(coco, tiny_pose
     assert summary["skipped_samples"]["train"] == {"bad record": 1}  # found by the check before training
     # the truncated image's 2 people are found unreadable while loading and replaced, every epoch
     assert summary["bad_samples_replaced"]["train"] >= 2
+
+
+def test_check_data_prints_its_report_once(coco, capsys, tmp_path):
+    """issue 60: with --show, the data module's own check at its set-up reported the same problems again (a warning
+    under the sheet); now the report is printed once, by check_data."""
+    edit_json(coco / TRAIN_ANN, lambda d: d["annotations"][0]["bbox"].__setitem__(0, 150.0))  # past the right edge
+    args = ["--config", "pose_coco.yaml", "--data.root", str(coco), "--data.input_size", "[256, 192]",
+            "--data.num_workers", "0", "--data.batch_size", "2", "--show", "2", "--out", str(tmp_path)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert check_data.main(args) == 0
+    out = capsys.readouterr().out
+    assert out.count("problems (0 fatal)") == 1 and "[warning] bbox: 1" in out
+    assert not [w for w in caught if "the data check found problems" in str(w.message)]
+    assert (tmp_path / "data_check.png").is_file()

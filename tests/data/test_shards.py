@@ -43,14 +43,18 @@ def assert_same_items(a, b, keys) -> None:
             assert same, (key, name)
 
 
-def test_pose_shards_hold_the_same_samples_and_the_validation_json(tiny_coco, tmp_path):
+def test_pose_shards_hold_the_same_samples_and_the_validation_json(tiny_coco, tmp_path, caplog):
     files = written(pose_dm(tiny_coco), tmp_path / "shards")
     shards = sorted((tmp_path / "shards").glob("shard-*.tar"))
     assert len(shards) == 3  # 4 train + 2 val images, 2 a shard
     with tarfile.open(shards[0]) as tar:  # plain WebDataset samples: key.extension
         assert [m.name for m in tar.getmembers()] == ["p0_000000000.jpg", "p0_000000001.jpg"]
     dm = pose_dm(tmp_path / "nowhere", shards=str(tmp_path / "shards"))
-    dm.setup("fit")
+    with caplog.at_level("INFO"):
+        dm.setup("fit")
+    said = [r.getMessage() for r in caplog.records]  # the run says it trains from shards (issue 60)
+    assert f"train: 8 samples from the shards of {tmp_path / 'shards'} (data.shards)" in said, said
+    assert f"val: 4 samples from the shards of {tmp_path / 'shards'} (data.shards)" in said, said
     assert len(dm.train_set) == len(files.train_set) == 8
     assert_same_items(files.train_set, dm.train_set, KEYS)
     assert_same_items(files.val_set, dm.val_set, range(4))

@@ -34,7 +34,8 @@ NOT_REPOSITORY = {"data", "runs", "wandb", "lightning_logs", "out", "photos"}
 # Short forms the pages use for folders inside the packages, resolved under these bases.
 SHORT_BASES = ("sapiens2_ft", "sapiens2_ft/training", "datamodules", "configs")
 # Bare YAML names that are not recipes in configs/: files a run or a user writes.
-NOT_RECIPES = {"config.yaml", "hparams.yaml", "keypoints.yaml", "my_keypoints.yaml", "my_set.yaml"}
+NOT_RECIPES = {"config.yaml", "hparams.yaml", "keypoints.yaml", "my_keypoints.yaml", "my_set.yaml",
+               "config.resumeN.yaml", "hparams.resumeN.yaml", "config.resume1.yaml"}  # a run's files
 CHECKED_SUFFIXES = (".py", ".sh", ".md", ".yaml", ".toml")
 PACKAGES = ("sapiens2_ft", "datamodules")
 
@@ -238,3 +239,48 @@ def test_the_checks_catch_broken_references(tmp_path):
                      "sapiens2_ft.strategies", "sapiens2_ft.nothing", "no_such_recipe.yaml"):
         assert any(expected in p for p in found), (expected, found)
     assert not any("#title" in p for p in found), found
+
+
+def test_deploy_shows_the_onnx_example_as_it_is():
+    """docs/deploy.md prints docs/examples/onnx_pose.py, which the tests run: the page's copy is the file."""
+    page = (ROOT / "docs" / "deploy.md").read_text()
+    example = (ROOT / "docs" / "examples" / "onnx_pose.py").read_text()
+    assert f"```python\n{example}```" in page, "docs/deploy.md's copy of docs/examples/onnx_pose.py differs from it"
+
+
+METRIC = r"(?:AP|AP50|AP75|AR|mIoU|SAD|MSE|PSNR|L2|SSIM|MAE|mean angle|pixel accuracy)"
+FIGURE = re.compile(rf"\b{METRIC}(?:_\w+)?\s*[=:]?\s*(-?\d+(?:\.\d+)?)")
+HISTORY = ("benchmarks.md", "demo_backbone.md")  # pages of dated measurements, history included
+DATED = re.compile(r"\b20\d\d-\d\d\b|\bearlier\b|\bbefore\b")
+
+
+def demo_figures(text: str, table: set[str]) -> list[str]:
+    """The sentences of ``text`` that give a figure of a demo (a sentence naming a demo, with a metric and its value)
+    that is neither in the README's demo table (``table``) nor dated as history (a date, "earlier", "before")."""
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    stale = []
+    for item in re.split(r"\n\s*(?:- |\d+\. |#+ |\n)", text):  # list items, headings and paragraphs apart
+        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z(`])", re.sub(r"\s*\n\s*", " ", item)):
+            if "demo" in sentence and not DATED.search(sentence) and any(
+                    m.group(1) not in table for m in FIGURE.finditer(sentence)):
+                stale.append(sentence)
+    return stale
+
+
+def test_docs_quote_the_demo_table_or_no_number():
+    """issue 60: deploy.md and evaluate.md still quoted the pose demo's AP of an older backbone (0.034) beside a README
+    table saying 0.378. A page that gives a demo's figure as current quotes the README's table."""
+    readme = (ROOT / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| ") and re.search(r"--config \w+_demo\.yaml", line)]
+    assert len(rows) == 6, rows
+    table = set(re.findall(r"-?\d+(?:\.\d+)?", " ".join(rows)))
+    assert {"0.221", "0.378", "0.404"} <= table
+    assert demo_figures("The pose demo reaches AP 0.034.\n\nThe pose demo: AP 0.378 (README).", table) == [
+        "The pose demo reaches AP 0.034."]
+    assert demo_figures("On 2026-12-01 the seg demo gave mIoU 0.100. An earlier demo had AP 0.2.", table) == []
+    stale = {}
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        if page.name not in HISTORY:
+            text = "\n".join(line for line in page.read_text().splitlines() if line not in rows)
+            stale.update({f"{page.name}: {s[:120]}": 1 for s in demo_figures(text, table)})
+    assert not stale, "\n".join(stale)

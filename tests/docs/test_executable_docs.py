@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import time
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from sapiens2_ft import console
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("README.md", "docs/models.md", "docs/convert.md", "docs/evaluate.md")  # the users' paths
 STEPS = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "2"]  # the only thing added (training)
+FURTHER = ["--trainer.max_steps", "4", "--trainer.val_check_interval", "2"]  # a resume: 2 steps past the run's end
 NOT_RUN_HERE = (  # (pattern of a command, why not here; where it is run instead)
     (r"^python -m venv ", "installs the project: tests/apps/test_install.py builds and installs it, .ci/run runs the "
                           "README's test command verbatim"),
@@ -67,12 +69,13 @@ def run(command: str) -> int:
     """``command`` in this process, through the console entry points (what ``python -m`` and ``python train.py``
     run); the exit status."""
     words = shlex.split(command)
+    steps = FURTHER if "--resume" in words else STEPS
     if words[:2] == ["python", "train.py"]:
-        return console.main(["train", *words[2:], *STEPS])
+        return console.main(["train", *words[2:], *steps])
     if words[:2] == ["python", "-m"] and words[2] in PYTHON_M:
         return console.main([PYTHON_M[words[2]], *words[3:]])
     if words[0] == "sapiens2-ft":
-        return console.main(words[1:] + (STEPS if words[1:2] == ["train"] else []))
+        return console.main(words[1:] + (steps if words[1:2] == ["train"] else []))
     raise AssertionError(f"the docs test does not know how to run `{command}`: teach run() or add it to NOT_RUN_HERE "
                          f"with the reason and the test that covers it")
 
@@ -134,6 +137,29 @@ def test_the_readme_and_the_docs_main_pages_run_as_written(in_world):
     released = json.loads((in_world / "eval" / "released" / "metrics.json").read_text())
     assert released["samples"] == 3 and set(released["metrics"]) >= {"AP", "AR", "loss"}  # coco17 of the 308 rows
     assert len(skipped["README.md"]) == 7, "\n".join(skipped["README.md"])  # two installs, four of Scale, sbatch
+
+
+@pytest.mark.slow
+def test_the_cpu_path_of_your_data_runs_without_the_hub(world, tmp_path, monkeypatch):
+    """The README's "Your data" on a machine with no GPU and no Hub: its convert command, then the CPU recipe's three
+    commands as written, with an empty Hugging Face cache and the Hub out of reach (HF_HUB_OFFLINE)."""
+    root = tmp_path / "laptop"
+    shutil.copytree(world[0] / "my_export", root / "my_export")
+    shutil.copy(world[0] / "my_keypoints.yaml", root / "my_keypoints.yaml")
+    monkeypatch.chdir(root)
+    use_hub_cache(monkeypatch, tmp_path / "empty-cache")  # nothing downloaded, and no way to download
+    readme = commands("README.md")
+    convert = next(c for c in readme if c.startswith("python -m sapiens2_ft.convert labelme my_export/"))
+    cpu = [c for c in readme if "pose_custom_cpu.yaml" in c or "runs/mine-cpu" in c]
+    assert len(cpu) == 3 and cpu[0].startswith("python train.py --config pose_custom_cpu.yaml"), cpu
+    for command in [convert, *cpu]:
+        assert run(command) == 0, command
+    summary = json.loads((root / "runs" / "mine-cpu" / "summary.json").read_text())
+    assert summary["global_step"] == 2 and "AP" in summary["start_metrics"] and "AP_feet" in summary["metrics"]
+    assert "pretrained" in summary["model"] and "assets/sapiens2-mini-synthetic" in summary["model"]
+    found = json.loads((root / "predictions-cpu" / "keypoints.json").read_text())
+    assert len(found) == 3 and all(0 <= s <= 1 for person in found for s in person["keypoints"][2::3])
+    assert not (tmp_path / "empty-cache").exists() or not any((tmp_path / "empty-cache").rglob("*.safetensors"))
 
 
 def test_every_command_is_run_or_excused_by_name():

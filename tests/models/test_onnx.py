@@ -83,8 +83,9 @@ def test_pose_keypoints_agree_between_backends_and_the_runtime_config(pose_run, 
     print(f"pose keypoints: max |torch - onnxruntime| {px:.2e} px, scores {(a['scores'] - b['scores']).abs().max():.2e}")
     assert px <= 0.1 and torch.allclose(a["scores"], b["scores"], atol=1e-4)
 
-    # docs/deploy.md's example (numpy, OpenCV and onnxruntime only) on a person of the val set: its crop, heatmap
-    # argmax and mapping back to the image give the framework's own (affine.crop_matrix, codec, the inverse crop)
+    # docs/deploy.md's example (numpy, OpenCV and onnxruntime only) on a person of the val set: its crop, flip test,
+    # heatmap argmax and mapping back to the image give the framework's own (affine.crop_matrix, the flip-tested maps
+    # of infer, the inverse crop); tests/apps/test_keypoint_scores.py compares its scores
     import subprocess
     import sys
 
@@ -106,7 +107,7 @@ def test_pose_keypoints_agree_between_backends_and_the_runtime_config(pose_run, 
     crop = affine.warp_image(cv2.imread(str(path))[..., ::-1], matrix, (256, 192), affine.crop_interpolation(matrix))
     pixels = torch.from_numpy(np.ascontiguousarray(crop)).permute(2, 0, 1)[None]
     with torch.no_grad():
-        heatmaps = torch_model.predict(normalize_images(pixels))["heatmaps"][0]
+        heatmaps = torch_model.infer(normalize_images(pixels))["heatmaps"][0]
     k, h, w = heatmaps.shape
     at = heatmaps.reshape(k, -1).argmax(1)
     coords = heatmap_to_input_coords(torch.stack([at % w, at // w], 1).double(), (256, 192), (h, w)).numpy()

@@ -208,3 +208,32 @@ def test_a_finished_ddp_run_takes_its_process_group_down(tiny_coco, tiny_pose308
         os.environ.clear()
         os.environ.update(environment)
     assert summary["global_step"] == 2 and not dist.is_initialized()
+
+
+def test_a_training_set_smaller_than_a_batch_is_a_message(tiny_coco, tiny_pose308_dir, tmp_path):
+    """8 people and batches of 16: the last partial batch is dropped, so the fit used to end at step 0 in silence
+    and write a 'finished' run (the README's CPU path on a small export with 16 a batch)."""
+    args = pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / "run", 2, "--tracking.logger", "csv",
+                         "--data.batch_size", "16")
+    with pytest.raises(SystemExit, match=r"^data: the training set has 8 samples \(8 per process\), fewer than "
+                                         r"data.batch_size 16: .* lower data.batch_size to 8 or less"):
+        main(args)
+    assert not (tmp_path / "run" / "summary.json").exists()
+
+
+def test_a_model_the_machine_cannot_fetch_is_one_message_before_any_work(tiny_coco, tmp_path, monkeypatch, capfd):
+    """The issue: pose_custom.yaml on a machine without the Hub printed 160 lines with 4 tracebacks before its
+    message, and left a run folder with a config and a wandb run."""
+    from hub_cache import use_hub_cache
+
+    use_hub_cache(monkeypatch, tmp_path / "empty-cache")
+    run_dir = tmp_path / "runs" / "mine"
+    with pytest.raises(SystemExit) as err:
+        main(["--config", "pose_custom.yaml", "--data.root", str(tiny_coco), "--run_dir", str(run_dir)])
+    message = str(err.value)
+    assert message.startswith("model.pretrained: 'facebook/sapiens2-pose-0.4b' is not in this machine's Hugging Face "
+                              "cache and HF_HUB_OFFLINE is set. The Sapiens2 models are gated"), message
+    assert "`hf download facebook/sapiens2-pose-0.4b --local-dir DIR`" in message and "pose_custom_cpu.yaml" in message
+    assert "\n" not in message and not run_dir.exists() and not (tmp_path / "runs").exists()
+    printed = capfd.readouterr()
+    assert "Traceback" not in printed.out + printed.err and len((printed.out + printed.err).splitlines()) <= 3

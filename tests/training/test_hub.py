@@ -11,7 +11,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 import yaml
-from fake_hub import FakeHub
+from fake_hub import FakeHub, http_error
 
 from sapiens2_ft import export
 from sapiens2_ft.training.cli import finish_run
@@ -92,3 +92,69 @@ def test_problems_found_before_any_work(exported, pose_run, tiny_coco, tiny_pose
     assert "hub.push_to_hub: not logged in" in str(err.value) and not (run_dir / "checkpoints").exists()
     assert hub.repos == [] and hub.commits == []
     assert yaml.safe_load((exported / "keypoints.yaml").read_text())  # nothing of the export touched
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_the_upload_hint_of_a_refused_push_keeps_the_user_s_choices(pose_run, tmp_path, monkeypatch, private):
+    """The issue: a private push that could not reach the Hub printed a command that makes a public repository."""
+    run_dir, summary = pose_run
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run, ignore=shutil.ignore_patterns("wandb", "export", "last.ckpt"))
+    summary = {**summary, "run_dir": str(run), "best_checkpoint": str(run / "checkpoints" / "best-step2.ckpt")}
+    FakeHub(monkeypatch, status=503)
+    with pytest.raises(SystemExit) as err:
+        finish_run(run, summary, "val/AP", export=True, hub=HubConfig(push_to_hub=REPO, private=private))
+    hint = str(err.value).splitlines()[-1]
+    command = hint[hint.index("`") + 1:hint.rindex("`")]
+    assert command == f"sapiens2-ft export --checkpoint {run / 'export'} --push_to_hub {REPO}" + (
+        " --private" if private else "")
+    hub = FakeHub(monkeypatch)  # the Hub is back: the hint, run as printed, makes the repository asked for
+    export.main(command.split()[2:])
+    assert hub.repos == [{"repo_id": REPO, "repo_type": "model", "private": True if private else None,
+                          "exist_ok": True}]
+
+
+def offline() -> Exception:
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    return OfflineModeIsEnabled("Cannot reach https://huggingface.co/api/whoami-v2: offline mode is enabled.")
+
+
+@pytest.mark.parametrize("answer, message", [
+    ({"whoami_error": offline()}, "hub.push_to_hub someone/pose-demo: HF_HUB_OFFLINE is set; unset it to upload; or "
+                                  "drop hub.push_to_hub and upload the export later: `sapiens2-ft export --checkpoint "
+                                  "{run}/export --push_to_hub someone/pose-demo --private`"),
+    ({"whoami_error": ConnectionError("[Errno 101] Network is unreachable")},
+     "hub.push_to_hub someone/pose-demo: could not reach the Hugging Face Hub (ConnectionError: [Errno 101] Network is "
+     "unreachable); or drop hub.push_to_hub"),
+    ({"whoami_error": http_error(401, "https://huggingface.co/api/whoami-v2")},
+     "not logged in to the Hugging Face Hub, or the token is not valid"),
+    ({"me": {**FakeHub.ME, "auth": {"accessToken": {"role": "read"}}}}, "the token of someone is read-only"),
+    ({"me": {**FakeHub.ME, "name": "other", "orgs": []}},
+     "'someone' is neither your user name (other) nor one of your organisations (none)"),
+])
+def test_the_hub_is_asked_before_training(tiny_coco, tiny_pose308_dir, tmp_path, monkeypatch, answer, message):
+    from conftest import pose_run_args
+
+    from sapiens2_ft.training.cli import main as train
+
+    hub = FakeHub(monkeypatch, **answer)
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as err:
+        train(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 4, "--hub.push_to_hub", REPO, "--hub.private", "true",
+                            "--tracking.logger", "csv"))
+    assert message.format(run=run_dir) in str(err.value) and hub.asked == 1
+    assert not run_dir.exists()  # before any work: not even the run directory
+
+
+def test_a_run_that_may_push_trains_and_pushes_privately(tiny_coco, tiny_pose308_dir, tmp_path, monkeypatch):
+    from conftest import pose_run_args
+
+    from sapiens2_ft.training.cli import main as train
+
+    hub = FakeHub(monkeypatch, me={**FakeHub.ME, "name": "me"})  # a repository of one of the user's organisations
+    summary = train(pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / "run", 2, "--hub.push_to_hub", "team/pose",
+                                  "--hub.private", "true", "--tracking.logger", "csv"))
+    assert hub.asked == 1 and hub.repos == [{"repo_id": "team/pose", "repo_type": "model", "private": True,
+                                             "exist_ok": True}]
+    assert summary["hub"] == "https://huggingface.co/team/pose" and len(hub.commits) == 1

@@ -100,8 +100,8 @@ def test_init_from_refuses_another_task_or_keypoint_set(pose_run, tmp_path):
 def test_resume_refuses_another_keypoint_set(pose_run, tiny_coco, tiny_pose308_dir, tmp_path):
     keypoints = tmp_path / "face3.yaml"
     keypoints.write_text(yaml.safe_dump({"keypoints": ["nose", "left_eye", "right_eye"], "sigmas": [0.03] * 3}))
-    args = pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / "run", 4, "--tracking.logger", "csv",
-                         "--data.keypoints", str(keypoints), "--resume", str(pose_run[0]))
+    args = pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / "run", 6, "--tracking.logger", "csv",
+                         "--data.keypoints", str(keypoints), "--resume", str(pose_run[0]))  # 6: not finished
     with pytest.raises(SystemExit, match="--resume: .* another keypoint set"):
         main(args)
 

@@ -129,7 +129,8 @@ def test_auto_under_a_job_takes_the_job_s_own_run(finished, tmp_path, monkeypatc
         shutil.copy(finished / "checkpoints" / "last.ckpt", tmp_path / "runs" / "pose_coco" / name / "checkpoints")
     for name in ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "SAPIENS2_FT_RUN_DIR"):
         monkeypatch.delenv(name, raising=False)
-    assert resolve_resume("auto", None, "pose_coco")[1] == Path("runs/pose_coco/later")
+    with pytest.raises(SystemExit, match="runs/pose_coco/later .not finished."):  # outside a job: named, not taken
+        resolve_resume("auto", None, "pose_coco")
     monkeypatch.setenv("SLURM_JOB_ID", "4242")  # the requeued job
     assert resolve_resume("auto", None, "pose_coco")[1] == Path("runs/pose_coco/4242")
     monkeypatch.setenv("SLURM_JOB_ID", "4343")  # a new job without a run of its own: the latest run, as before

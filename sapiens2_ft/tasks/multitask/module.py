@@ -28,7 +28,7 @@ from sapiens2_ft.models.factory import LoadReport, resolve_pretrained
 from sapiens2_ft.models.optim import OptimConfig
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.models.pretraining_heads import HEADS_FILE
-from sapiens2_ft.tasks.base import TaskModule, group_panels, training_optimizer, weight_name_problems
+from sapiens2_ft.tasks.base import TaskModule, group_panels, log_gathered, training_optimizer, weight_name_problems
 from sapiens2_ft.tasks.matting.module import MattingModule
 from sapiens2_ft.tasks.multitask.model import MultiTaskModel
 from sapiens2_ft.tasks.normal.module import NormalModule
@@ -206,7 +206,7 @@ class MultiTaskModule(TaskModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         losses, outputs = self._losses(batch, "val")
-        self.log_dict({f"val/{k}": v for k, v in losses.items()}, batch_size=len(batch["image"]))
+        self.log_dict({f"val/{k}": v for k, v in losses.items()}, batch_size=len(batch["image"]), sync_dist=True)
         self.task_modules["pose"].update_metrics(outputs["pose"], batch["pose"])
         for name in PRETRAINING_DENSE_TASKS:
             self.task_modules[name].update_metrics(outputs[name], self.task_batch(batch, name, self._stride))
@@ -218,7 +218,7 @@ class MultiTaskModule(TaskModule):
                    if k in ("AP", "AP50", "AR")}
         for name in PRETRAINING_DENSE_TASKS:
             metrics.update({f"val/{name}_{k}": v for k, v in self.task_modules[name].val_metrics.compute().items()})
-        self.log_dict(metrics)
+        log_gathered(self, metrics)
 
     def validation_panels(self, count: int) -> dict[str, list[np.ndarray]]:
         """Each dense task's panel of the first validation images."""

@@ -24,6 +24,7 @@ __all__ = [
     "flip_heatmaps",
     "heatmap_probabilities",
     "window_mass",
+    "keypoint_scores",
 ]
 
 # Same lower/upper clip as DARK-UDP, applied after normalising the blurred
@@ -276,3 +277,23 @@ def window_mass(probs: Tensor, coords: Tensor, radius: int) -> Tensor:
     n = torch.arange(maps.shape[0], device=maps.device)
     mass = integral[n, y1, x1] - integral[n, y0, x1] - integral[n, y1, x0] + integral[n, y0, x0]
     return mass.clamp(0.0, 1.0).reshape(lead)
+
+
+def keypoint_scores(maps: Tensor, probabilities: bool, radius: int) -> Tensor:
+    """The keypoint score of each map (..., K, H, W), in [0, 1]: the one definition that predict, the Python API, the
+    app, validation and the ONNX example (docs/deploy.md) share. Both kinds are read at the map's most probable pixel
+    (its argmax, the first in row-major order), so a runtime gets the same number without the DARK refinement:
+
+    - ``probabilities`` (a heatmap cross-entropy head, after the softmax): the probability mass within ``radius`` px
+      (x and y) of that pixel, the chance the keypoint lies there;
+    - heatmaps (an MSE head): the peak value, clipped to [0, 1]. The training target of a labelled keypoint peaks at
+      1 and an unlabelled one is 0, so 1 is a keypoint the model is as sure of as its targets; a map above 1 (a head
+      not yet trained to the targets' scale, e.g. one pretrained with another loss) says no more than 1.
+    """
+    *lead, h, w = maps.shape
+    flat = maps.float().reshape(-1, h * w)
+    index = flat.argmax(dim=1)
+    if not probabilities:
+        return flat.gather(1, index[:, None])[:, 0].clamp(0.0, 1.0).reshape(lead)
+    peaks = torch.stack([index % w, torch.div(index, w, rounding_mode="floor")], dim=-1).float()
+    return window_mass(maps, peaks.reshape(*lead, 2), radius)

@@ -9,6 +9,7 @@ from typing import Literal, Sequence, TypedDict
 import numpy as np
 import torch
 
+from datamodules.boundary.files import read_json
 from datamodules.keypoints.metainfo import SET_FILE, MetainfoError, builtin_set_with, load_metainfo
 from datamodules.transforms import affine
 from sapiens2_ft.models.preprocessing import normalize_images
@@ -19,7 +20,7 @@ from sapiens2_ft.tasks.pose.codec import (
     flip_heatmaps,
     heatmap_probabilities,
     heatmap_to_input_coords,
-    window_mass,
+    keypoint_scores,
 )
 from sapiens2_ft.tasks.pose.oks_nms import rescore
 from sapiens2_ft.tasks.pose.results import PoseResults
@@ -28,6 +29,8 @@ from sapiens2_ft.tasks.sample_pictures import SheetLabels
 # A heatmap cross-entropy head outputs logits: its config's ``heatmap_output`` says so to exported models' users.
 LOGITS_OUTPUT = "logits"
 KEYPOINT_SCORE_THRESHOLD = 0.2  # instance rescoring, as in validation
+SCORE_DECIMALS = 4  # scores as every output gives them (API arrays, keypoints.json, videos' json, the app)
+SIGMA_KEY = "keypoint_heatmap_sigma"  # an export's preprocessor_config.json: the targets' sigma (the score radius)
 
 
 class PoseBatch(Batch):
@@ -48,7 +51,8 @@ class PoseOutputs(TypedDict, total=False):
 
 
 class Person(TypedDict):
-    """One person a pose model found in an image."""
+    """One person a pose model found in an image. Scores are in [0, 1] (``codec.keypoint_scores``), to
+    ``SCORE_DECIMALS`` decimals: the same numbers in every output."""
 
     points: np.ndarray  # (K, 2) image pixels
     scores: np.ndarray  # (K,)
@@ -105,9 +109,15 @@ class PoseInference(TaskInference):
     def options_from_model(cls, directory: Path, config, labels: str | None = None) -> dict:
         """The keypoint set: ``labels`` (a set name or YAML; its keypoints are the model's rows of the same names),
         else the export's ``keypoints.yaml``, else the built-in set of the model's rows (a released 308-keypoint
-        model: ``sapiens2_308``); ``heatmap_output: logits`` for a head that outputs logits (its config's)."""
+        model: ``sapiens2_308``); ``heatmap_output: logits`` for a head that outputs logits (its config's); the
+        targets' ``sigma`` where the export's ``preprocessor_config.json`` records it (a logits head's score radius,
+        as in its run's validation)."""
         logits = getattr(config, "heatmap_output", None) == LOGITS_OUTPUT  # a config field: absent in older exports
         options = {"heatmap_output": LOGITS_OUTPUT} if logits else {}
+        processor = Path(directory) / "preprocessor_config.json"
+        sigma = read_json(processor).get(SIGMA_KEY) if processor.is_file() else None
+        if isinstance(sigma, (int, float)) and sigma > 0:
+            options["sigma"] = float(sigma)
         if labels is None:
             exported = Path(directory) / SET_FILE
             labels = str(exported) if exported.is_file() else builtin_set_with(cls.row_names(directory, config))
@@ -129,10 +139,10 @@ class PoseInference(TaskInference):
 
     def infer(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> PoseOutputs:
         """``heatmaps`` (flip-tested when enabled) and the decoded keypoints: ``coords`` (B, K, 2) in crop pixels
-        and ``scores`` (B, K). MSE heads: scores are the heatmap maxima. Cross-entropy heads: each map's softmax
-        (flip test averages these distributions) is decoded, a score is the probability mass within
-        ``score_radius(sigma)`` px of the keypoint (a confidence in [0, 1]), and ``heatmaps`` are the log-probabilities
-        (logits of the same distribution, for the loss)."""
+        and ``scores`` (B, K) in [0, 1] (``codec.keypoint_scores``). MSE heads: a score is the heatmap's peak, clipped
+        to [0, 1]. Cross-entropy heads: each map's softmax (flip test averages these distributions) is decoded, a
+        score is its probability mass within ``score_radius(sigma)`` px of the most probable pixel, and ``heatmaps``
+        are the log-probabilities (logits of the same distribution, for the loss)."""
         def maps(x: torch.Tensor) -> torch.Tensor:
             out = self.predict(x)["heatmaps"]
             return heatmap_probabilities(out) if self.outputs_logits else out
@@ -140,9 +150,9 @@ class PoseInference(TaskInference):
         heatmaps = maps(pixel_values)
         if self.flip_test:
             heatmaps = (heatmaps + flip_heatmaps(maps(pixel_values.flip(-1)), self.flip_indices)) / 2
-        coords, scores = decode_heatmaps(heatmaps.float())
+        coords, _ = decode_heatmaps(heatmaps.float())
+        scores = keypoint_scores(heatmaps, self.outputs_logits, score_radius(self.sigma))
         if self.outputs_logits:
-            scores = window_mass(heatmaps, coords, score_radius(self.sigma))
             heatmaps = heatmaps.clamp_min(torch.finfo(torch.float32).tiny).log()
         coords = heatmap_to_input_coords(coords, self.input_size, tuple(heatmaps.shape[-2:]))
         return {"heatmaps": heatmaps, "coords": coords, "scores": scores}
@@ -163,6 +173,7 @@ class PoseInference(TaskInference):
             outputs = self.infer(normalize_images(torch.from_numpy(crops).permute(0, 3, 1, 2).to(self.device)))
             coords, scores = outputs["coords"].cpu().double().numpy(), outputs["scores"].cpu().double().numpy()
             instance_scores = rescore(scores, np.array([box[4] for _, box in chunk]), KEYPOINT_SCORE_THRESHOLD)
+            scores, instance_scores = scores.round(SCORE_DECIMALS), instance_scores.round(SCORE_DECIMALS)
             for k, ((i, box), matrix) in enumerate(zip(chunk, matrices)):
                 people[i].append({"points": affine.transform_points(coords[k], affine.invert(matrix)),
                                   "scores": scores[k], "score": float(instance_scores[k]), "bbox": box[:4]})

@@ -73,8 +73,9 @@ class PoseModule(TaskModule):
     @classmethod
     def options_from_model(cls, directory: Path, config, labels: str | None = None) -> dict:
         """The inference class's (``PoseInference.options_from_model``), a logits head as ``loss: heatmap_ce``
-        (decoded as one)."""
+        (decoded as one); ``sigma`` stays the recipe's (``model.sigma``: the loss's targets and the score radius)."""
         options = PoseInference.options_from_model(directory, config, labels)
+        options.pop("sigma", None)
         logits = options.pop("heatmap_output", None) == LOGITS_OUTPUT
         return {**options, **({"loss": "heatmap_ce"} if logits else {})}
 

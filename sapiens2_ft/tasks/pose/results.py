@@ -11,10 +11,16 @@ from sapiens2_ft.tasks.inference import output_name
 from sapiens2_ft.tasks.pose.draw import draw_people
 
 
+def keypoint_triplets(points: np.ndarray, scores: np.ndarray) -> list[float]:
+    """``[x1, y1, s1, x2, ...]``: image pixels to 0.01 px, each score as the model gave it (``Person``: to 4
+    decimals, the same number as the Python API and the app give)."""
+    points = np.asarray(points, dtype=np.float64).round(2)
+    return np.concatenate([points, np.asarray(scores, dtype=np.float64)[:, None]], axis=1).reshape(-1).tolist()
+
+
 def coco_results(image_id: int, people: list[dict]) -> list[dict]:
     """COCO keypoint results of one image."""
-    return [{"image_id": image_id, "category_id": 1,
-             "keypoints": np.concatenate([p["points"], p["scores"][:, None]], axis=1).reshape(-1).round(2).tolist(),
+    return [{"image_id": image_id, "category_id": 1, "keypoints": keypoint_triplets(p["points"], p["scores"]),
              "score": p["score"], "bbox": np.asarray(p["bbox"], dtype=np.float64).round(2).tolist()} for p in people]
 
 

@@ -10,7 +10,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from datamodules.boundary.writes import write_json
 from sapiens2_ft.models.checkpoints import RECORD_KEY
-from sapiens2_ft.training.run_dir import LAST_CHECKPOINT
+from sapiens2_ft.training.run_dir import CONFIG_FILE, LAST_CHECKPOINT, SUMMARY_FILE, segment_file
 from sapiens2_ft.training.tracking import wandb_run_id
 
 
@@ -24,11 +24,14 @@ class RunArtifacts(L.Callback):
     """Writes the latest validation outputs and, at the end, the run summary (rank 0 only).
 
     The module provides ``write_validation_outputs(run_dir)`` (pose: ``predictions.json`` in COCO
-    results format; dense tasks: a few predicted maps) and ``monitor`` (metric name, mode).
+    results format; dense tasks: a few predicted maps) and ``monitor`` (metric name, mode). A resumed run is segment
+    ``segment`` of its run directory: its summary names its recipe file and keeps ``earlier`` (the earlier segments'
+    summaries, oldest first) under ``segments``.
     """
 
-    def __init__(self, run_dir: str | Path):
+    def __init__(self, run_dir: str | Path, segment: int = 0, earlier: list[dict] | None = None):
         self.run_dir = Path(run_dir)
+        self.segment, self.earlier = segment, list(earlier or [])
         self.last_validated_step = -1
         self.last_saved_step = -1
         self.replaced = {"train": 0, "val": 0}  # unreadable samples replaced under on_bad_sample: skip
@@ -118,9 +121,11 @@ class RunArtifacts(L.Callback):
             "model": str(getattr(pl_module, "load_report", "")),
             "fit_wall_time_s": round(wall_time_s, 1),
             **(extra or {}),
+            "config_file": segment_file(CONFIG_FILE, self.segment),
+            **({"segments": self.earlier} if self.earlier else {}),
         }
         if trainer.is_global_zero:
-            write_json(self.run_dir, "summary.json", summary, indent=2)
+            write_json(self.run_dir, SUMMARY_FILE, summary, indent=2)
         return summary
 
 

@@ -1,5 +1,6 @@
-"""Keypoint scores of heatmap cross-entropy heads: probabilities, window masses in [0, 1], the same decode in
-validation and in an exported model loaded to predict."""
+"""Keypoint scores, in [0, 1] whatever the head: of heatmap cross-entropy heads the probability mass around the most
+probable pixel, of MSE heads the heatmap peak clipped to [0, 1]; the same decode in validation and in an exported model
+loaded to predict."""
 
 from __future__ import annotations
 
@@ -89,8 +90,9 @@ def test_ce_inference_scores_are_masses_of_the_flip_averaged_softmax():
     probs = (heatmap_probabilities(logits) + heatmap_probabilities(flipped[:, flip].flip(-1))) / 2
     assert torch.allclose(out["heatmaps"].exp(), probs, atol=1e-6)  # log-probabilities, logits for the loss
     assert ((out["scores"] >= 0) & (out["scores"] <= 1)).all()
-    hm_coords = out["coords"] * torch.tensor([(12 - 1) / (48 - 1), (16 - 1) / (64 - 1)])  # UDP scale, 16x12 maps
-    expected = torch.stack([loop_mass(probs[b], hm_coords[b], score_radius(2.0)) for b in range(2)])
+    at = probs.flatten(-2).argmax(-1)  # the most probable pixel, not the DARK-refined keypoint (any runtime has it)
+    peaks = torch.stack([at % 12, at // 12], -1).float()  # 16x12 maps
+    expected = torch.stack([loop_mass(probs[b], peaks[b], score_radius(2.0)) for b in range(2)])
     assert torch.allclose(out["scores"], expected, atol=1e-5)
     # The validation loss of the flip-averaged log-probabilities is the cross-entropy of that distribution.
     target = torch.rand_like(probs)
@@ -99,16 +101,27 @@ def test_ce_inference_scores_are_masses_of_the_flip_averaged_softmax():
     assert heatmap_cross_entropy(out["heatmaps"], target, weights).item() == pytest.approx(reference.item(), rel=1e-5)
 
 
-def test_mse_inference_keeps_heatmap_maxima():
+@pytest.mark.parametrize("offset", [0.0, 30.0, -30.0])
+def test_mse_scores_are_heatmap_peaks_within_0_and_1(offset):
+    """The issue's model: an MSE head whose maps still peak at 5.7-10 (pretrained with cross-entropy, 2 steps of MSE)
+    scored 5.7-10; scores are its peaks clipped to [0, 1], wherever the maps lie (``offset``: the head's bias)."""
     torch.manual_seed(0)
     module = PoseModule(size="tiny", keypoints="coco17", input_size=(64, 48), flip_test=False)
     module.configure_model()
+    with torch.no_grad():
+        module.model.decode_head.predictor.bias.add_(offset)
     x = torch.randn(1, 3, 64, 48)
     with torch.no_grad():
         out = module.eval().infer(x)
         maps = module.predict(x)["heatmaps"]
     assert torch.equal(out["heatmaps"], maps)
-    assert torch.allclose(out["scores"], maps.flatten(-2).amax(-1))
+    peaks = maps.flatten(-2).amax(-1)
+    assert torch.equal(out["scores"], peaks.clamp(0, 1))
+    assert ((out["scores"] >= 0) & (out["scores"] <= 1)).all()
+    if offset > 0:
+        assert peaks.min() > 1 and (out["scores"] == 1).all()  # the maps are far above 1: each score says "sure"
+    if offset < 0:
+        assert peaks.max() < 0 and (out["scores"] == 0).all()
 
 
 def test_exported_ce_model_is_decoded_as_one(tmp_path):
