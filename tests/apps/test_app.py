@@ -113,6 +113,31 @@ def test_video_gives_predicts_video_and_per_frame_people(served, tmp_path):
     video.release()
 
 
+def test_limits_and_server_options_reach_the_demo_and_the_server(pose_run, tmp_path, monkeypatch):
+    """``--max_frames`` cuts a video to its first frames (its JSON says so); ``--host``, ``--port`` and
+    ``--max_upload_mb`` go to the server. The page is not served: what ``start`` hands it is looked at."""
+    import sapiens2_ft.app.page as page
+
+    handed = {}
+
+    class Page:
+        def launch(self, **options):
+            handed["launch"] = options
+
+    monkeypatch.setattr(page, "build_page", lambda demo, models, scratch: handed.update(demo=demo) or Page())
+    cli.start(cli.parser().parse_args(["--model", pose_run[1]["export"], "--max_frames", "2", "--max_upload_mb", "3",
+                                       "--host", "0.0.0.0", "--port", "7001", "--device", "cpu"]), block=False)
+    assert {k: handed["launch"][k] for k in ("server_name", "server_port", "max_file_size")} == {
+        "server_name": "0.0.0.0", "server_port": 7001, "max_file_size": "3mb"}
+    frame = cv2.imread(str(photo(tmp_path)))
+    writer = cv2.VideoWriter(str(tmp_path / "clip.mp4"), cv2.VideoWriter_fourcc(*"mp4v"), 5, (192, 256))
+    for k in range(3):
+        writer.write(np.roll(frame, 4 * k, axis=1))
+    writer.release()
+    _, found = handed["demo"].video(tmp_path / "clip.mp4", tmp_path / "out")
+    assert [f["frame"] for f in found["frames"]] == [0, 1] and found["note"] == "the first 2 frames only (this demo's limit)"
+
+
 def test_a_model_of_an_unknown_task_is_refused_by_name(pose_run, tmp_path):
     model = shutil.copytree(pose_run[1]["export"], tmp_path / "model")
     config = json.loads((model / "config.json").read_text())
