@@ -81,6 +81,8 @@ def test_photo_gives_predicts_pictures_and_what_was_found(served, tmp_path):
     assert cv2.imencode(".jpg", served_sheet)[1].tobytes() == (out / "sheets" / "people.jpg").read_bytes()
     keypoints = json.loads((out / "pose" / "keypoints.json").read_text())
     assert len(keypoints) == len(people)
+    # The same code on the same pixels: equal to the bit before both round to 2 decimals (measured through the page
+    # with 8 seg models: 14-46 people, largest difference 0.0), so one rounding step is all that may differ.
     for written_person, person in zip(keypoints, people):
         assert written_person["bbox"] == pytest.approx(person["bbox"], abs=0.01)
         xy = np.asarray(written_person["keypoints"]).reshape(-1, 3)[:, :2]
