@@ -44,7 +44,8 @@ CARD = "tests/training/test_model_card.py"
 CACHE = "tests/data/test_index_cache.py"
 APP = "tests/apps/test_app.py::test_limits_and_server_options_reach_the_demo_and_the_server"
 BOX_OPTIONS = "tests/apps/test_detect.py::test_every_box_option_reaches_its_box_source"
-RESUMED_START = "tests/training/test_validate_first.py::test_a_resumed_run_keeps_its_start_and_does_not_validate_it_again"
+RESUMED_START = ("tests/training/test_validate_first.py::"
+                 "test_a_resumed_run_keeps_its_start_and_does_not_validate_it_again")
 
 HAND: tuple[HandMutant, ...] = (
     # -- the five of issue 59 ------------------------------------------------------------------------------------

@@ -321,8 +321,8 @@ def run_hand(names: list[str], args) -> list[dict]:
             sys.exit(f"hand mutants: their tests fail without a mutation ({outcome}: {failed_tests(log)}): fix them "
                      f"first")
         timeout = args.timeout or 3 * baseline + 30
-        print(f"hand mutants: {len(chosen)}; their {len(tests)} tests pass in {baseline:.1f} s (timeout {timeout:.0f} s "
-              f"a mutant)", flush=True)
+        print(f"hand mutants: {len(chosen)}; their {len(tests)} tests pass in {baseline:.1f} s "
+              f"(timeout {timeout:.0f} s a mutant)", flush=True)
         for n, m in enumerate(chosen, 1):
             target = sandbox / m.file
             original = target.read_text()

@@ -137,7 +137,8 @@ def test_limits_and_server_options_reach_the_demo_and_the_server(pose_run, tmp_p
         writer.write(np.roll(frame, 4 * k, axis=1))
     writer.release()
     _, found = handed["demo"].video(tmp_path / "clip.mp4", tmp_path / "out")
-    assert [f["frame"] for f in found["frames"]] == [0, 1] and found["note"] == "the first 2 frames only (this demo's limit)"
+    assert [f["frame"] for f in found["frames"]] == [0, 1]
+    assert found["note"] == "the first 2 frames only (this demo's limit)"
 
 
 def test_a_model_of_an_unknown_task_is_refused_by_name(pose_run, tmp_path):
