@@ -12,11 +12,17 @@ linked), in a process forked from this one after it has imported torch, lightnin
 the project), so that a mutant costs its tests and fixtures, not the imports. Mutants are numbered in source
 order; ``--max`` samples that many (``--seed``), ``--ids`` reruns chosen ones. Not in CI: minutes per module.
 
+The hand-written mutants of ``hand_mutants.py`` (a table of file, old text, new text, why and the fast tests that
+must fail) are the slips a developer would make in a feature; they run after the operator mutants when no
+``--module`` is given, or alone with ``--hand``, and are reported apart. An old text not found exactly once is an
+error before anything runs.
+
 Run (docs/mutation.md has the modules, their tests and the results)::
 
-    nice -n 10 python bench/mutants.py --max 40 --json bench/out/mutants   # every module of TARGETS, 40 each
+    nice -n 10 python bench/mutants.py --max 40 --json bench/out/mutants   # every module of TARGETS, 40 each; hand
     nice -n 10 python bench/mutants.py --module sapiens2_ft/tasks/matting/metric.py --ids 53 113  # two again
     python bench/mutants.py --module datamodules/dense/geometry.py --list   # the mutants, none run
+    nice -n 10 python bench/mutants.py --hand                              # the hand-written mutants only
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import ast
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sys
@@ -33,6 +40,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from hand_mutants import HAND, TableError, mutated  # bench/, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("sapiens2_ft", "datamodules", "tests")  # what a mutant may change or import; the rest is linked
@@ -191,25 +200,29 @@ def make_sandbox() -> Path:
     return sandbox
 
 
-def run_tests(sandbox: Path, tests: list[str], timeout: float, threads: int) -> tuple[str, float]:
-    """Run ``tests`` in a forked process in ``sandbox``: (killed | survived | timeout, seconds)."""
+def run_tests(sandbox: Path, tests: list[str], timeout: float, threads: int,
+              log: Path | None = None) -> tuple[str, float]:
+    """Run ``tests`` in a forked process in ``sandbox``: (killed | survived | timeout, seconds). ``log``: a file for
+    pytest's output (with the failed tests' ids), else it is dropped."""
     start = time.perf_counter()
     pid = os.fork()
     if pid == 0:  # the child: its own process group (killed whole on a timeout), quiet, the sandbox's packages
         code = 1
         try:
             os.setsid()
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)
-            os.dup2(devnull, 2)
+            out = os.open(log or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
             os.chdir(sandbox)
             sys.path.insert(0, str(sandbox))
+            # the processes tests start (train.py, python -m ...) import the sandbox's packages too
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(sandbox), os.environ.get("PYTHONPATH")]))
             sys.dont_write_bytecode = True
             import pytest
             import torch
 
             torch.set_num_threads(threads)
-            code = int(pytest.main([*PYTEST_ARGS, *tests]))
+            code = int(pytest.main([*PYTEST_ARGS, "-rf", *tests]))
         finally:
             os._exit(code)
     deadline = start + timeout
@@ -271,6 +284,72 @@ def run_module(module: str, tests: list[str], args) -> list[Mutant]:
     return results
 
 
+def failed_tests(log: Path) -> list[str]:
+    """The node ids pytest's short summary lists as failed."""
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    return re.findall(r"^(?:FAILED|ERROR) (\S+)", text, re.M)
+
+
+def run_hand(names: list[str], args) -> list[dict]:
+    """The hand-written mutants (``hand_mutants.HAND``; ``names``: these only), each against its own tests, printed
+    as each ends. Every entry is checked against the code first: an ``old`` text not found exactly once stops
+    the run before any mutant runs."""
+    table = {m.name: m for m in HAND}
+    unknown = sorted(set(names) - set(table))
+    if unknown:
+        sys.exit(f"--hand: no such mutants {unknown}; --hand --list names them")
+    chosen = [table[n] for n in names] if names else list(HAND)
+    try:
+        sources = {m.name: mutated(ROOT, m) for m in chosen}
+    except TableError as err:  # the table is out of date: nothing runs
+        sys.exit(f"bench/hand_mutants.py: {err}")
+    outside = [m.name for m in chosen if Path(m.file).parts[0] not in COPIED]
+    if outside:
+        sys.exit(f"hand mutants {outside}: a mutated file must be under {COPIED} (the sandbox's copies)")
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:32s} {m.file}: {m.why}")
+        print(f"{len(chosen)} of {len(HAND)} hand mutants")
+        return []
+    tests = list(dict.fromkeys(t for m in chosen for t in m.tests))
+    sandbox = make_sandbox()
+    log = sandbox / "hand.log"
+    results = []
+    try:
+        outcome, baseline = run_tests(sandbox, tests, args.timeout or 3600, args.threads, log)
+        if outcome != "survived":
+            sys.exit(f"hand mutants: their tests fail without a mutation ({outcome}: {failed_tests(log)}): fix them "
+                     f"first")
+        timeout = args.timeout or 3 * baseline + 30
+        print(f"hand mutants: {len(chosen)}; their {len(tests)} tests pass in {baseline:.1f} s "
+              f"(timeout {timeout:.0f} s a mutant)", flush=True)
+        for n, m in enumerate(chosen, 1):
+            target = sandbox / m.file
+            original = target.read_text()
+            target.write_text(sources[m.name])
+            try:
+                outcome, seconds = run_tests(sandbox, list(m.tests), timeout, args.threads, log)
+            finally:
+                target.write_text(original)
+            failed = failed_tests(log)
+            results.append({"name": m.name, "file": m.file, "why": m.why, "tests": list(m.tests), "outcome": outcome,
+                            "failed": failed, "seconds": round(seconds, 1)})
+            print(f"[{n}/{len(chosen)}] {outcome:8s} {m.name:32s} {seconds:5.1f} s  {' '.join(failed)[:90]}",
+                  flush=True)
+    finally:
+        shutil.rmtree(sandbox, ignore_errors=True)
+    survivors = [r["name"] for r in results if r["outcome"] == "survived"]
+    print(f"\nhand mutants: {len(results)}, {len(results) - len(survivors)} killed, {len(survivors)} survived"
+          + (f": {' '.join(survivors)}" if survivors else ""))
+    print("\n| mutant | file | outcome | failed |\n|---|---|---|---|")
+    for r in results:
+        print(f"| {r['name']} | `{r['file']}` | {r['outcome']} | {', '.join(r['failed']) or '-'} |")
+    if args.json:
+        args.json.mkdir(parents=True, exist_ok=True)
+        (args.json / "hand.json").write_text(json.dumps(results, indent=1))
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--module", nargs="+", default=[],
@@ -283,7 +362,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each run")
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     parser.add_argument("--json", type=Path, help="a folder for each module's results (JSON)")
+    parser.add_argument("--hand", nargs="*", metavar="NAME",
+                        help="run the hand-written mutants only (bench/hand_mutants.py; names: these ones). Without "
+                             "--module or --hand, the operator mutants of TARGETS run, then the hand-written ones")
     args = parser.parse_args()
+    if args.hand is not None:
+        if args.module or args.ids or args.tests:
+            parser.error("--hand runs the hand-written mutants against their own tests: no --module, --ids, --tests")
+        if not args.list:
+            for name in PRELOAD:
+                __import__(name)
+        results = run_hand(args.hand, args)
+        sys.exit(1 if any(r["outcome"] == "survived" for r in results) else 0)
     modules = args.module or list(TARGETS)
     unknown = [m for m in modules if not args.tests and m not in TARGETS]
     if unknown:
@@ -299,6 +389,9 @@ def main() -> None:
             rows.append(f"| `{module}` | {len(results)} | {killed} | {len(results) - killed} |")
     if len(rows) > 1:
         print("\n| module | mutants | killed | survived |\n|---|---|---|---|\n" + "\n".join(rows))
+    if not args.module:  # the whole habit: the hand-written mutants too, reported apart
+        print("\n-- hand-written mutants (bench/hand_mutants.py) --", flush=True)
+        run_hand([], args)
 
 
 if __name__ == "__main__":

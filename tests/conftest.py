@@ -165,18 +165,26 @@ def pose_run(tiny_coco, tiny_pose308_dir, tmp_path_factory) -> tuple[Path, dict]
 
 @pytest.fixture(scope="session")
 def seg_checkpoint(dense_root, tmp_path_factory):
-    """A segmentation checkpoint written by a Lightning Trainer after 2 steps (tiny preset, 29 classes)."""
+    """A segmentation checkpoint written by a Lightning Trainer after 2 steps (tiny preset, 29 classes).
+
+    Seeded, so that every session (and xdist worker, whatever ran before it) gets the same weights: a random head
+    calls ~28 of 29 pixels people (any class but background), and some seeds call every pixel of an image people,
+    which the tests that mask by people cannot use. Seed 1 leaves 14-15% background on ``dense_root``'s val images
+    and on ``test_app``'s photo (seeds 0-9 measured: 0.0-18%, seed 2: none)."""
     import lightning as L
+    import torch
 
     from datamodules.dense_datamodule import DenseDataModule
     from sapiens2_ft.tasks.seg.module import SegmentationModule
 
     out = tmp_path_factory.mktemp("seg_ckpt")
-    module = SegmentationModule(size="tiny", input_size=(128, 96))
-    data = DenseDataModule("seg", root=str(dense_root), input_size=(128, 96), batch_size=2, num_workers=0)
-    trainer = L.Trainer(max_steps=2, accelerator="cpu", logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, limit_val_batches=0, default_root_dir=out)
-    trainer.fit(module, datamodule=data)
+    with torch.random.fork_rng():  # the other tests' random state is left as it was
+        torch.manual_seed(1)  # the weights, and the sampler's seed (torch.initial_seed())
+        module = SegmentationModule(size="tiny", input_size=(128, 96))
+        data = DenseDataModule("seg", root=str(dense_root), input_size=(128, 96), batch_size=2, num_workers=0)
+        trainer = L.Trainer(max_steps=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, limit_val_batches=0, default_root_dir=out)
+        trainer.fit(module, datamodule=data)
     trainer.save_checkpoint(out / "seg.ckpt")
     return out / "seg.ckpt"
 

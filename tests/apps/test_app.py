@@ -82,6 +82,8 @@ def test_photo_gives_predicts_pictures_and_what_was_found(served, tmp_path):
     assert cv2.imencode(".jpg", served_sheet)[1].tobytes() == (out / "sheets" / "people.jpg").read_bytes()
     keypoints = json.loads((out / "pose" / "keypoints.json").read_text())
     assert len(keypoints) == len(people)
+    # The same code on the same pixels: equal to the bit before both round to 2 decimals (measured through the page
+    # with 8 seg models: 14-46 people, largest difference 0.0), so one rounding step is all that may differ.
     for written_person, person in zip(keypoints, people):
         assert written_person["bbox"] == pytest.approx(person["bbox"], abs=0.01)
         xy = np.asarray(written_person["keypoints"]).reshape(-1, 3)[:, :2]
@@ -129,6 +131,32 @@ def test_video_gives_predicts_video_and_per_frame_people(served, tmp_path):
     assert Path(clip).suffix == ".webm"  # VP8, which browsers play
     assert video.read()[0]
     video.release()
+
+
+def test_limits_and_server_options_reach_the_demo_and_the_server(pose_run, tmp_path, monkeypatch):
+    """``--max_frames`` cuts a video to its first frames (its JSON says so); ``--host``, ``--port`` and
+    ``--max_upload_mb`` go to the server. The page is not served: what ``start`` hands it is looked at."""
+    import sapiens2_ft.app.page as page
+
+    handed = {}
+
+    class Page:
+        def launch(self, **options):
+            handed["launch"] = options
+
+    monkeypatch.setattr(page, "build_page", lambda demo, models, scratch: handed.update(demo=demo) or Page())
+    cli.start(cli.parser().parse_args(["--model", pose_run[1]["export"], "--max_frames", "2", "--max_upload_mb", "3",
+                                       "--host", "0.0.0.0", "--port", "7001", "--device", "cpu"]), block=False)
+    assert {k: handed["launch"][k] for k in ("server_name", "server_port", "max_file_size")} == {
+        "server_name": "0.0.0.0", "server_port": 7001, "max_file_size": "3mb"}
+    frame = cv2.imread(str(photo(tmp_path)))
+    writer = cv2.VideoWriter(str(tmp_path / "clip.mp4"), cv2.VideoWriter_fourcc(*"mp4v"), 5, (192, 256))
+    for k in range(3):
+        writer.write(np.roll(frame, 4 * k, axis=1))
+    writer.release()
+    _, found = handed["demo"].video(tmp_path / "clip.mp4", tmp_path / "out")
+    assert [f["frame"] for f in found["frames"]] == [0, 1]
+    assert found["note"] == "the first 2 frames only (this demo's limit)"
 
 
 def test_a_model_of_an_unknown_task_is_refused_by_name(pose_run, tmp_path):

@@ -291,6 +291,22 @@ def test_custom_class_set_and_renamed_labels(tmp_path):
     assert '--data.num_classes 3 --data.class_names "[background, torso, hair]"' in summary(result)
 
 
+def test_the_command_line_gives_convert_its_class_set_and_split(tmp_path, capsys):
+    """The same conversion from the command line: ``--classes``, ``--rename``, ``--unlabelled`` and ``--split`` reach
+    the writer (the labels as above, in the split named)."""
+    scenes = [make_scene(0)]
+    write_cvat_xml(tmp_path / "src", scenes)
+    assert convert_main(["cvat", str(tmp_path / "src"), "--out", str(tmp_path / "out"), "--classes",
+                         "background, torso, hair", "--rename", "Face_Neck=hair", "--unlabelled", "ignore",
+                         "--split", "val"]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir()) == ["annotations", "val"]
+    labels = cv2.imread(str(tmp_path / "out" / "val" / "labels" / "img0.png"), cv2.IMREAD_UNCHANGED)
+    expected = expected_labels(scenes[0], classes={"background": 0, "Torso": 1, "Face_Neck": 2, "Hair": 2})
+    np.testing.assert_array_equal(labels[expected != 0], expected[expected != 0])
+    assert (labels[expected == 0] == 255).all()
+    assert "val: 1 images" in capsys.readouterr().out
+
+
 def test_cvat_xml_bad_record_names_the_file_image_and_shape(tmp_path):
     scenes = [make_scene(0)]
     write_cvat_xml(tmp_path / "src", scenes)

@@ -163,3 +163,29 @@ def test_people_boxes_split_touching_people_at_their_heads_unless_asked_not_to()
     assert len(PeopleBoxes(TwoPeople(), 0.001, 0.0).from_outputs([{}])[0]) == 2
     assert len(PeopleBoxes(TwoPeople(), 0.001, 0.0, split_heads=False).from_outputs([{}])[0]) == 1
     assert len(PeopleBoxes(TwoPeople(), 0.001, 0.0, head_area=0.05).from_outputs([{}])[0]) == 1  # heads of 0.042
+
+
+def test_every_box_option_reaches_its_box_source(seg_checkpoint, tiny_coco, tiny_detector_dir, tmp_path):
+    """predict's box options, parsed as the command line gives them, reach the box source: the seg options give
+    the boxes of ``PeopleBoxes`` built with the same values, which differ from the defaults' (so a value left unused
+    shows); the detector is built with the threshold and NMS IoU given."""
+    from sapiens2_ft.predict.boxes import PeopleBoxes, box_source
+    from sapiens2_ft.predict.cli import parser as predict_parser
+
+    keys = sorted(p.name for p in (tiny_coco / "val2017").iterdir())
+    images = [read_image(str(tiny_coco / "val2017" / k)) for k in keys]
+    seg, _ = load_inference(str(seg_checkpoint), tmp_path / "seg")
+
+    def source(*argv):
+        args = predict_parser().parse_args(["--model", "m", "--input", "i", "--out", "o", "--device", "cpu", *argv])
+        return box_source(args, tmp_path, {str(seg_checkpoint): (seg, "seg")})  # the seg model loaded once
+
+    # The tiny detector's boxes never overlap (a grid of 10 x 13 px cells): NMS keeps them all whatever its IoU.
+    detector = source("--detector", str(tiny_detector_dir), "--det_threshold", "0.2", "--nms_iou", "0.3").detector
+    assert (detector.threshold, detector.nms_iou) == (0.2, 0.3)
+    options = ["--boxes_from_seg", str(seg_checkpoint), "--seg_min_area", "0.0005", "--seg_box_pad", "0.1"]
+    default = [b.tolist() for b in source(*options)(keys, images)]
+    for argv, split, head_area in ((["--no-seg_split_heads"], False, 0.002), (["--seg_head_area", "0.01"], True, 0.01)):
+        found = [b.tolist() for b in source(*options, *argv)(keys, images)]
+        expected = PeopleBoxes(seg, 0.0005, 0.1, split_heads=split, head_area=head_area)(keys, images)
+        assert found == [b.tolist() for b in expected] and found != default, argv

@@ -204,3 +204,39 @@ def test_predict_smooth_maps_blends_each_frame_of_a_dense_video(seg_checkpoint, 
                         "--out", str(tmp_path / "out"), "--smooth_maps", "0.5", "--workers", "0"])
     assert len(blended) == 3 and {w for _, w in blended} == {0.5}
     assert json.loads((out / "frames.json").read_text())["smooth"]["map_weight"] == 0.5
+
+
+def test_d_cutoff_low_passes_the_speed_apart_from_min_cutoff():
+    """The speed that raises the cutoff is low-passed at ``d_cutoff``, its own option: a moving track filtered with
+    d_cutoff 8 Hz and min_cutoff 0.5 Hz is the paper's filter with those two, which differs from the filter whose
+    speed is low-passed at min_cutoff by pixels (the defaults set the two equal, so only another value tells)."""
+    rng = np.random.default_rng(0)
+    track = 100 + np.cumsum(rng.normal(0, 3, (12, 3, 2)), axis=0)  # 12 frames of 3 keypoints wandering
+    heights = np.full(len(track), 50.0)
+    smoother = KeypointSmoother(SmoothOptions(min_cutoff=0.5, beta=2.0, d_cutoff=8.0))
+    smoothed = []
+    for t, points in enumerate(track):
+        people = [{"track_id": 7, "points": points.copy(), "bbox": [0, 0, 20, heights[t]]}]
+        smoother(people, t / 10)
+        smoothed.append(people[0]["points"])
+    expected = reference_one_euro(track, 10.0, 0.5, 2.0, 8.0, heights)
+    np.testing.assert_allclose(smoothed, expected, atol=1e-9)
+    assert np.abs(expected - reference_one_euro(track, 10.0, 0.5, 2.0, 0.5, heights)).max() > 1
+
+
+def test_a_track_is_smoothed_by_its_id_whatever_its_place_in_the_list(pose_run, tiny_coco):
+    """Two still people, listed in another order every other frame (as a detector may list them): each track is
+    filtered on its own, so a still person's smoothed keypoints are its unsmoothed ones. Filtered by place in the
+    list, each frame's first person would be pulled ~3/4 of the way to the other person's keypoints."""
+    image = cv2.imread(str(sorted((tiny_coco / "val2017").iterdir())[0]))[..., ::-1].copy()
+    a, b = [10.0, 20.0, 80.0, 150.0, 1.0], [100.0, 30.0, 70.0, 180.0, 1.0]
+    boxes = [np.array([a, b] if f % 2 == 0 else [b, a]) for f in range(4)]
+    predictor = sapiens2_ft.load(pose_run[1]["export"])
+    raw = list(predictor.stream([image] * 4, fps=10, boxes=boxes, batch_size=2))
+    smooth = list(predictor.stream([image] * 4, fps=10, boxes=boxes, batch_size=2,
+                                   smooth=SmoothOptions(min_cutoff=0.5, beta=0.0)))
+    assert [[p["track_id"] for p in r["people"]] for r in smooth] == [[0, 1], [1, 0], [0, 1], [1, 0]]
+    for unfiltered, filtered in zip(raw, smooth):
+        for p, q in zip(unfiltered["people"], filtered["people"]):
+            # the same crop in another batch position: float rounding apart (a blend: tens of pixels)
+            np.testing.assert_allclose(q["points"], p["points"], atol=1e-3)

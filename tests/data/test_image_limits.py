@@ -93,6 +93,19 @@ def test_predict_skips_an_oversized_image_by_name_and_predicts_the_others(seg_ch
     assert max(h * w for h, w in decoded) < 10**6  # the bomb never reached the decoder
 
 
+def test_predict_max_pixels_is_the_limit_an_image_is_skipped_above(seg_checkpoint, dense_root, tmp_path, capsys):
+    images = tmp_path / "photos"
+    images.mkdir()
+    small = cv2.imread(str(sorted((dense_root / "val" / "images").iterdir())[0]))
+    cv2.imwrite(str(images / "small.png"), small)
+    cv2.imwrite(str(images / "large.png"), cv2.resize(small, None, fx=2, fy=2))
+    out = predict.main(["--model", str(seg_checkpoint), "--input", str(images), "--out", str(tmp_path / "out"),
+                        "--max_pixels", str(small.shape[0] * small.shape[1])])  # the small one's own size: kept
+    assert capsys.readouterr().out.strip().splitlines()[-1].endswith("1 images skipped (unreadable or too large): "
+                                                                     "large.png")
+    assert [p.name for p in out.glob("*_overlay.png")] == ["small_overlay.png"]
+
+
 def test_check_data_reports_an_oversized_image_and_checks_the_rest(dense_root, tmp_path):
     root = tmp_path / "data"
     shutil.copytree(dense_root / "val", root / "val")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -34,8 +35,9 @@ def coco(tmp_path, cached) -> Path:
 
 
 def datamodule(root: Path, **kwargs) -> PoseDataModule:
-    return PoseDataModule(root=str(root), train_ann=TRAIN_ANN, train_images="train2017", val_ann=VAL_ANN,
-                          val_images="val2017", num_workers=0, batch_size=2, **kwargs)
+    kwargs = {"train_images": "train2017", **kwargs}
+    return PoseDataModule(root=str(root), train_ann=TRAIN_ANN, val_ann=VAL_ANN, val_images="val2017", num_workers=0,
+                          batch_size=2, **kwargs)
 
 
 @pytest.fixture
@@ -64,7 +66,9 @@ def test_the_first_process_builds_the_index_and_the_others_read_it(coco, builds,
     fresh = fit(coco, index_cache=False)
     assert sorted(builds) == ["person_keypoints_train2017.json", "person_keypoints_val2017.json"]
     assert dm.skipped == fresh.skipped and len(dm.train_set) == len(fresh.train_set) == 6
-    for a, b in zip(dm.train_set.instances, fresh.train_set.instances):
+    assert len(dm.val_set) == len(fresh.val_set) == 2
+    for a, b in [*zip(dm.train_set.instances, fresh.train_set.instances),
+                 *zip(dm.val_set.instances, fresh.val_set.instances)]:
         assert (a.image_path, a.annotation_id, a.bbox) == (b.image_path, b.annotation_id, b.bbox)
         assert np.array_equal(a.keypoints, b.keypoints) and np.array_equal(a.visibility, b.visibility)
     for path in cached():  # no pickles: readable without them
@@ -72,7 +76,8 @@ def test_the_first_process_builds_the_index_and_the_others_read_it(coco, builds,
             assert all(stored[name].dtype != object for name in stored.files)
 
 
-@pytest.mark.parametrize("change", ["content", "min_keypoints", "box_padding", "keypoints", "cache_dir"])
+@pytest.mark.parametrize("change", ["content", "min_keypoints", "box_padding", "input_size", "images", "keypoints",
+                                    "cache_dir"])
 def test_a_changed_key_rebuilds_the_index(coco, builds, tmp_path_factory, change):
     fit(coco)
     builds.clear()
@@ -90,6 +95,11 @@ def test_a_changed_key_rebuilds_the_index(coco, builds, tmp_path_factory, change
         options = {"train": [{"root": str(coco), "ann": TRAIN_ANN, "images": "train2017", "keypoints": str(subset)}]}
     elif change == "cache_dir":
         options = {"cache_dir": str(tmp_path_factory.mktemp("elsewhere"))}
+    elif change == "input_size":  # another W / H: the keypoint-coverage check's crop differs
+        options = {"input_size": (256, 256)}
+    elif change == "images":  # the same json over another copy of the images
+        shutil.copytree(coco / "train2017", coco / "copy")
+        options = {"train_images": "copy"}
     else:
         options = {change: {"min_keypoints": 3, "box_padding": 1.5}[change]}
     dm = fit(coco, **options)
@@ -99,6 +109,16 @@ def test_a_changed_key_rebuilds_the_index(coco, builds, tmp_path_factory, change
         builds.clear()
         fit(coco)
         assert builds == []  # the changed json's index is cached in turn
+
+
+def test_an_index_built_skipping_a_bad_record_does_not_hide_it_from_a_run_that_refuses_them(coco, builds):
+    data = json.loads((coco / TRAIN_ANN).read_text())
+    data["annotations"][0]["bbox"] = [1, 2, -3, 4]
+    (coco / TRAIN_ANN).write_text(json.dumps(data))
+    assert len(fit(coco, on_bad_sample="skip").train_set) == 5  # cached without the bad record
+    with pytest.raises(DataError, match="field 'bbox'|bbox: width and height > 0"):
+        fit(coco)  # on_bad_sample="error": built again, and refused
+    assert builds.count("person_keypoints_train2017.json") == 2
 
 
 def test_a_cache_file_of_another_key_or_broken_is_not_used(coco, builds, cached):

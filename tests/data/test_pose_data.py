@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,35 @@ def test_val_keypoints_map_back_to_annotations(coco_dm, tiny_coco):
         padded_w, padded_h = max(1.25 * w, 1.25 * h * width / height), max(1.25 * h, 1.25 * w * height / width)
         corners = affine.transform_points(np.array([[0.0, 0.0], [width - 1, height - 1]]), inverse)
         np.testing.assert_allclose(corners[1] - corners[0], [padded_w, padded_h], rtol=1e-5)
+
+
+def test_records_in_another_order_give_the_same_samples(coco_dm, tiny_coco, tmp_path):
+    """The jsons' images and annotations listed in reverse: the same training instances and validation samples,
+    each found by its annotation id (ids, images and crops follow the records, not their place in the file)."""
+    root = tmp_path / "coco"
+    for folder in ("train2017", "val2017"):
+        shutil.copytree(tiny_coco / folder, root / folder)
+    (root / "annotations").mkdir()
+    for ann in (TRAIN_ANN, VAL_ANN):
+        data = json.loads((tiny_coco / ann).read_text())
+        data["images"].reverse()
+        data["annotations"].reverse()
+        (root / ann).write_text(json.dumps(data))
+    reordered = _datamodule(root)
+    reordered.setup("fit")
+    for split in ("train_set", "val_set"):
+        ours, theirs = getattr(coco_dm, split), getattr(reordered, split)
+        by_id = {a.annotation_id: i for i, a in enumerate(theirs.instances)}
+        assert sorted(by_id) == sorted(a.annotation_id for a in ours.instances) and len(by_id) == len(ours)
+        assert [a.annotation_id for a in ours.instances] != [a.annotation_id for a in theirs.instances]
+        for i, a in enumerate(ours.instances):
+            b = theirs.instances[by_id[a.annotation_id]]
+            assert (Path(a.image_path).name, a.bbox) == (Path(b.image_path).name, b.bbox)
+            assert np.array_equal(a.keypoints, b.keypoints) and np.array_equal(a.visibility, b.visibility)
+            if split == "val_set":
+                x, y = ours[i], theirs[by_id[a.annotation_id]]
+                assert x["image_id"] == y["image_id"] and torch.equal(x["image"], y["image"])
+                assert torch.equal(x["keypoints"], y["keypoints"])
 
 
 def test_val_is_deterministic_and_train_is_augmented(coco_dm):

@@ -4,8 +4,10 @@ data and recipe, the Sapiens2 licence beside it; ``evaluate`` on an export refre
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
@@ -15,8 +17,8 @@ from huggingface_hub import ModelCard
 import datamodules.keypoints as keypoint_sets
 from model_cards import card_metrics
 from sapiens2_ft.tasks.registry import task_spec
-from sapiens2_ft.training.model_card import (CARD_FILE, LICENCE_FILE, PICTURE_FILE, dataset_entry, hub_id_of,
-                                             refresh_results)
+from sapiens2_ft.training.model_card import (CARD_FILE, LICENCE_FILE, PICTURE_FILE, dataset_entry, exported_metrics,
+                                             hub_id_of, refresh_results)
 
 
 def validation_rows(run_dir: Path) -> list[dict[str, float]]:
@@ -74,6 +76,39 @@ def test_evaluate_on_an_export_refreshes_its_card(pose_run, tiny_coco, tmp_path)
                            "--data.num_workers", "0", "--model.sigma", "2", "--model", str(export),
                            "--out", str(tmp_path / "eval")])
     assert card_metrics(export) == {tiny_coco.name: pytest.approx(found["metrics"])}
+
+
+def test_evaluate_on_detected_boxes_adds_its_results_beside_the_ground_truth_boxes(pose_run, tiny_coco, tmp_path):
+    """Scores on detected boxes are another entry of the card, "(detected boxes)": the scores on the annotations'
+    boxes (the run's validation) stay, and are not replaced by the lower ones of other boxes."""
+    from sapiens2_ft import evaluate
+
+    export = shutil.copytree(pose_run[1]["export"], tmp_path / "export")
+    before = card_metrics(export)
+    coco = json.loads((tiny_coco / "annotations" / "person_keypoints_val2017.json").read_text())
+    detections = [{"image_id": a["image_id"], "category_id": 1, "score": 0.9,
+                   "bbox": [a["bbox"][0] + 8, a["bbox"][1] - 6, a["bbox"][2] * 0.8, a["bbox"][3]]}
+                  for a in coco["annotations"]]  # boxes off the people a little
+    (tmp_path / "detections.json").write_text(json.dumps(detections))
+    found = evaluate.main(["--config", "pose_coco.yaml", "--data.root", str(tiny_coco), "--data.batch_size", "2",
+                           "--data.num_workers", "0", "--model.sigma", "2", "--model", str(export),
+                           "--boxes", str(tmp_path / "detections.json"), "--out", str(tmp_path / "eval")])
+    assert card_metrics(export) == {**before, f"{tiny_coco.name} (detected boxes)": pytest.approx(found["metrics"])}
+    assert found["metrics"] != pytest.approx(before[tiny_coco.name])
+
+
+def test_a_checkpoint_is_given_the_metrics_of_its_own_step_only():
+    """The card's metrics: the validation the checkpoint records when it ran at the checkpoint's step, else the
+    run's final ones when the run ended at that step, else none (the card says so), never another step's."""
+    def checkpoint(step, validated=None, metrics=None):
+        return SimpleNamespace(global_step=step, validation=None if validated is None else {
+            "step": validated, "metrics": metrics})
+
+    run = {"global_step": 9, "metrics": {"AP": 0.9}}
+    assert exported_metrics(checkpoint(4, 4, {"AP": 0.4}), run) == {"AP": 0.4}  # a best checkpoint
+    assert exported_metrics(checkpoint(9, 8, {"AP": 0.8}), run) == {"AP": 0.9}  # last.ckpt before the final validation
+    assert exported_metrics(checkpoint(5, 4, {"AP": 0.4}), run) == {}  # saved between validations, the run went on
+    assert exported_metrics(checkpoint(3), run) == {}  # saved before any validation
 
 
 @pytest.mark.parametrize("pretrained, hub_id", [

@@ -152,8 +152,10 @@ def test_last_checkpoint_holds_the_final_step_even_between_validations(tiny_coco
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
 
 
-def test_checkpoint_every_n_steps_writes_last_between_validations_once_per_step(tiny_coco, tiny_pose308_dir,
-                                                                                 tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def step_checkpoint_run(tiny_coco, tiny_pose308_dir, tmp_path_factory) -> tuple[Path, list[tuple[str, int]]]:
+    """A 5-step run validating every 2 steps with ``checkpoint_every_n_steps`` 1: (run_dir, (file name, step) of
+    every checkpoint written)."""
     from sapiens2_ft.training.checkpoint_io import AtomicCheckpointIO
 
     written = []
@@ -163,12 +165,38 @@ def test_checkpoint_every_n_steps_writes_last_between_validations_once_per_step(
         written.append((Path(path).name, checkpoint["global_step"]))
         save(self, checkpoint, path, storage_options)
 
-    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", record)
-    main(pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / "run", 5, "--tracking.logger", "csv",
-                       "--export", "false", "--checkpoint_every_n_steps", "1"))
+    run_dir = tmp_path_factory.mktemp("step_checkpoints") / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(AtomicCheckpointIO, "save_checkpoint", record)
+        main(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 5, "--tracking.logger", "csv",
+                           "--export", "false", "--checkpoint_every_n_steps", "1"))
+    return run_dir, written
+
+
+def test_checkpoint_every_n_steps_writes_last_between_validations_once_per_step(step_checkpoint_run):
+    _, written = step_checkpoint_run
     last = [step for name, step in written if name == "last.ckpt"]
     # steps 1, 3 and 5 by StepCheckpoint; 2 and 4 by the validations (every 2 steps), each written once
     assert last == [1, 2, 3, 4, 5], written
+
+
+def test_an_export_of_last_between_validations_carries_that_steps_metrics(step_checkpoint_run, tmp_path):
+    """``last.ckpt`` of step 5 was written before the run's closing validation at step 5, so the latest validation
+    it records is step 4's: its export's card must hold step 5's metrics (the run's final ones), not step 4's."""
+    from model_cards import card_metrics
+
+    from sapiens2_ft.training.hf_export import export_checkpoint
+
+    run_dir, _ = step_checkpoint_run
+    validations = [values for _, values in sorted(logged(run_dir, "val/").items())]  # after steps 2, 4 and 5
+    assert len(validations) == 3 and validations[1] != validations[2]
+    last = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["global_step"] == 5 and last["sapiens2_ft"]["validation"]["step"] == 4
+    export = export_checkpoint(run_dir / "checkpoints" / "last.ckpt", tmp_path / "export")
+    [metrics] = card_metrics(export).values()
+    with open(run_dir / "metrics.csv") as f:
+        columns = sorted(k.removeprefix("val/") for k in next(csv.DictReader(f)) if k.startswith("val/"))
+    assert metrics == pytest.approx(dict(zip(columns, validations[2])), rel=1e-5)
 
 
 def test_run_shorter_than_the_validation_interval_still_names_and_exports_its_weights(tiny_coco, tiny_pose308_dir,

@@ -10,6 +10,20 @@ from test_resume_workers import assert_same_run, run_args, stop_and_resume, unin
 from sapiens2_ft.write_shards import main as write_shards
 
 
+def test_write_shards_cuts_shards_by_size_and_by_count(tiny_coco, tmp_path):
+    """``--shard_mb`` and ``--shard_samples`` each close a shard: a shard is closed once it holds that many MiB or
+    samples, so the 6 images (4 train, 2 val, each more than 0.03 MiB) go into 6 shards with ``--shard_mb 0.03``,
+    into 3 with ``--shard_samples 2``, into 1 by default (1024 MiB, 10,000 samples)."""
+    assert sorted(p.stat().st_size > 0.03 * 2**20 for p in tiny_coco.rglob("*.jpg")) == [True] * 6
+    counts = {}
+    for name, argv in (("size", ["--shard_mb", "0.03"]), ("count", ["--shard_samples", "2"]), ("default", [])):
+        out = tmp_path / name
+        assert write_shards(["--config", "pose_coco.yaml", "--data.root", str(tiny_coco), "--out", str(out),
+                             *argv]) == 0
+        counts[name] = len(list(out.glob("shard-*.tar")))
+    assert counts == {"size": 6, "count": 3, "default": 1}
+
+
 @pytest.mark.slow
 def test_a_run_from_shards_resumes_bit_exact(tiny_coco, tiny_pose308_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("SAPIENS2_FT_ALLOW_CLASSES", "faults.")

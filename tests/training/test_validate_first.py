@@ -27,3 +27,14 @@ def test_the_start_is_the_starting_models_validation(tiny_coco, tiny_pose308_dir
     assert validations[0] == (0, pytest.approx(start["loss"])) and len(validations) == 2
     out = capsys.readouterr().out
     assert out.index("start metrics: loss=") < out.index("final metrics: loss=")
+
+
+def test_a_resumed_run_keeps_its_start_and_does_not_validate_it_again(tiny_coco, tiny_pose308_dir, tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["--validate_first", "true", "--tracking.logger", "csv", "--export", "false"]
+    first = main(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 2, *args))
+    resumed = main(pose_run_args(tiny_coco, tiny_pose308_dir, run_dir, 4, *args, "--resume", str(run_dir)))
+    assert resumed["global_step"] == 4 and resumed.get("start_metrics") == first["start_metrics"]
+    with open(run_dir / "metrics.csv") as f:
+        steps = [int(r["step"]) for r in csv.DictReader(f) if r.get("val/loss")]
+    assert steps == sorted(set(steps)) and len(steps) == 3, steps  # the start, after step 2, after step 4: once each

@@ -1,0 +1,191 @@
+"""Hand-written mutants: the slips a developer would make in a feature (an option read but not used, a cache key
+missing a field, a path keyed by the wrong thing), each with the fast tests that must fail on it.
+
+Each entry replaces ``old`` (found exactly once in ``file``, else the table is out of date: an error, never a skip)
+by ``new``. ``python bench/mutants.py --hand`` runs them (docs/mutation.md has the table and the results);
+``tests/test_hand_mutants.py`` checks in the fast tier that every ``old`` is still there and every test exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class HandMutant:
+    name: str
+    file: str  # relative to the checkout, under sapiens2_ft/ or datamodules/
+    old: str  # found exactly once in the file
+    new: str
+    why: str  # the slip, and what a user would see
+    tests: tuple[str, ...]  # fast tests (node ids) that fail on it
+
+
+class TableError(ValueError):
+    """An entry of the table no longer matches the code."""
+
+
+def mutated(root: Path, mutant: HandMutant) -> str:
+    """The text of ``mutant.file`` under ``root`` with the mutation made; TableError when ``old`` is not found
+    exactly once."""
+    source = (root / mutant.file).read_text()
+    count = source.count(mutant.old)
+    if count != 1:
+        raise TableError(f"{mutant.name}: the old text is found {count} times in {mutant.file} (needs exactly 1): "
+                         f"update the entry in bench/hand_mutants.py")
+    return source.replace(mutant.old, mutant.new)
+
+
+SMOOTHING, SMOOTHING_TESTS = "sapiens2_ft/predict/smoothing.py", "tests/apps/test_predict_smoothing.py"
+INVARIANCE = "tests/apps/test_predict_invariance.py"
+ALBEDO = "tests/tasks/albedo/test_albedo_colour.py"
+CARD = "tests/training/test_model_card.py"
+CACHE = "tests/data/test_index_cache.py"
+APP = "tests/apps/test_app.py::test_limits_and_server_options_reach_the_demo_and_the_server"
+BOX_OPTIONS = "tests/apps/test_detect.py::test_every_box_option_reaches_its_box_source"
+RESUMED_START = ("tests/training/test_validate_first.py::"
+                 "test_a_resumed_run_keeps_its_start_and_does_not_validate_it_again")
+
+HAND: tuple[HandMutant, ...] = (
+    # -- the five of issue 59 ------------------------------------------------------------------------------------
+    HandMutant(
+        "smoothing-by-list-place", SMOOTHING,
+        old='        for person in people:\n            o = self.options\n'
+            '            track = self.filters.setdefault(person["track_id"],',
+        new='        for place, person in enumerate(people):\n            o = self.options\n'
+            '            track = self.filters.setdefault(place,',
+        why="video smoothing keyed by the person's place in the list: people listed in another order are blended",
+        tests=(f"{SMOOTHING_TESTS}::test_a_track_is_smoothed_by_its_id_whatever_its_place_in_the_list",)),
+    HandMutant(
+        "d_cutoff-ignored", SMOOTHING,
+        old="smoothing_factor(dt, self.d_cutoff)", new="smoothing_factor(dt, self.min_cutoff)",
+        why="the speed filter uses min_cutoff: d_cutoff does nothing (the defaults set the two equal)",
+        tests=(f"{SMOOTHING_TESTS}::test_d_cutoff_low_passes_the_speed_apart_from_min_cutoff",)),
+    HandMutant(
+        "albedo-read-as-bgr", "datamodules/dense/targets/albedo.py",
+        old="return cv2.cvtColor(image, cv2.COLOR_BGR2RGB).astype(np.float32) / 255.0",
+        new="return image.astype(np.float32) / 255.0",
+        why="albedo files read in OpenCV's BGR order: loss, PSNR and pictures agree with themselves, red is blue",
+        tests=(f"{ALBEDO}::test_a_red_albedo_is_red_in_the_batches_and_scores_red_as_right",)),
+    HandMutant(
+        "card-metrics-of-any-step", "sapiens2_ft/training/model_card.py",
+        old='if validation.get("step") == info.global_step and validation.get("metrics"):',
+        new='if validation.get("metrics"):',
+        why="the card takes the checkpoint's latest validation whatever its step: last.ckpt or a preemption "
+            "checkpoint publishes another step's metrics as the weights'",
+        tests=("tests/training/test_resume.py::test_an_export_of_last_between_validations_carries_that_steps_metrics",
+               f"{CARD}::test_a_checkpoint_is_given_the_metrics_of_its_own_step_only")),
+    HandMutant(
+        "chunks-share-first-boxes", "sapiens2_ft/api.py",
+        old="boxes[start:start + len(images)]", new="boxes[:len(images)]",
+        why="Predictor.predict gives every later chunk the first chunk's boxes (more images than batch_size)",
+        tests=(f"{INVARIANCE}::test_each_image_keeps_its_own_boxes_over_several_chunks",)),
+    # -- the sweep of last round's code ----------------------------------------------------------------------------
+    HandMutant(
+        "stream-chunks-share-first-boxes", "sapiens2_ft/api.py",
+        old="person_boxes(boxes, arrays, index)", new="person_boxes(boxes, arrays, 0)",
+        why="Predictor.stream crops every chunk of frames at the first chunk's boxes",
+        tests=(f"{INVARIANCE}::test_each_image_keeps_its_own_boxes_over_several_chunks",)),
+    HandMutant(
+        "smoother-drops-d_cutoff", SMOOTHING,
+        old="OneEuroFilter(o.min_cutoff, o.beta, o.d_cutoff)", new="OneEuroFilter(o.min_cutoff, o.beta)",
+        why="an option read but not passed on: SmoothOptions.d_cutoff never reaches the filters",
+        tests=(f"{SMOOTHING_TESTS}::test_d_cutoff_low_passes_the_speed_apart_from_min_cutoff",)),
+    HandMutant(
+        "stream-map-blend-ignored", "sapiens2_ft/api.py",
+        old="blend = MapBlend(options.map_weight if options is not None else 1.0)", new="blend = MapBlend(1.0)",
+        why="Predictor.stream(smooth=SmoothOptions(map_weight=...)) leaves the dense maps unblended",
+        tests=(f"{SMOOTHING_TESTS}::test_stream_blends_dense_maps",)),
+    HandMutant(
+        "predict-fps-ignored", "sapiens2_ft/predict/cli.py",
+        old="frames = Frames(Path(args.input), args.fps) if video else None",
+        new="frames = Frames(Path(args.input)) if video else None",
+        why="predict --fps not passed on: a folder of frames plays (and is smoothed) at 30 frames/s",
+        tests=(f"{SMOOTHING_TESTS}::test_predict_smooth_filters_the_keypoints_of_a_still_noisy_clip",)),
+    HandMutant(
+        "albedo-npy-in-bgr", "sapiens2_ft/tasks/albedo/inference.py",
+        old='albedo.permute(1, 2, 0).numpy().astype("float16")',
+        new='albedo[[2, 1, 0]].permute(1, 2, 0).numpy().astype("float16")',
+        why="predict's NAME.npy in the picture's BGR order (the PNG's order copied to the array)",
+        tests=(f"{ALBEDO}::test_a_model_predicting_red_has_predict_write_red",)),
+    HandMutant(
+        "card-final-metrics-for-any-step", "sapiens2_ft/training/model_card.py",
+        old='if summary.get("global_step") == info.global_step and summary.get("metrics"):',
+        new='if summary.get("metrics"):',
+        why="a checkpoint with no validation of its own step gets the run's final metrics",
+        tests=(f"{CARD}::test_a_checkpoint_is_given_the_metrics_of_its_own_step_only",)),
+    HandMutant(
+        "evaluate-detected-boxes-replace-card", "sapiens2_ft/evaluate.py",
+        old='boxes = "detected boxes" if args.boxes or args.detector else None', new="boxes = None",
+        why="evaluate --boxes on an export replaces the card's results on the annotations' boxes with the "
+            "lower ones of detected boxes",
+        tests=(f"{CARD}::test_evaluate_on_detected_boxes_adds_its_results_beside_the_ground_truth_boxes",)),
+    HandMutant(
+        "cache-key-without-on_bad_sample", "datamodules/coco_index.py",
+        old='"on_bad_sample": self.on_bad_sample, "crop"', new='"crop"',
+        why="an index cached under on_bad_sample: skip is read back by a run that refuses bad records: no error",
+        tests=(f"{CACHE}::test_an_index_built_skipping_a_bad_record_does_not_hide_it_from_a_run_that_refuses_them",)),
+    HandMutant(
+        "cache-key-without-crop", "datamodules/coco_index.py",
+        old='"crop": list(self.crop), ', new="",
+        why="another input size (W/H) reads the index checked with the old crop (keypoint coverage)",
+        tests=(f"{CACHE}::test_a_changed_key_rebuilds_the_index[input_size]",)),
+    HandMutant(
+        "cache-key-without-images", "datamodules/coco_index.py",
+        old='"images": str(self.images_dir.resolve()), ', new="",
+        why="the same json over another image folder reads the index that checked the first folder's files",
+        tests=(f"{CACHE}::test_a_changed_key_rebuilds_the_index[images]",)),
+    HandMutant(
+        "validate-first-after-resume", "sapiens2_ft/training/callbacks/validate_first.py",
+        old="if trainer.global_step == 0 and trainer.enable_validation:", new="if trainer.enable_validation:",
+        why="validate_first validates again at every resume (a checked step validated twice, minutes on a big set)",
+        tests=(RESUMED_START,)),
+    HandMutant(
+        "start-metrics-not-resumed", "sapiens2_ft/training/callbacks/run_artifacts.py",
+        old='"drawn": dict(self.drawn),\n                "start_metrics": dict(self.start_metrics)}',
+        new='"drawn": dict(self.drawn)}',
+        why="a resumed run's summary loses where fine-tuning started (start_metrics not in the checkpoint)",
+        tests=(RESUMED_START,)),
+    HandMutant(
+        "app-max-frames-ignored", "sapiens2_ft/app/cli.py",
+        old="Limits(args.max_megapixels, args.max_frames)", new="Limits(args.max_megapixels)",
+        why="app --max_frames not passed on: the demo runs 300 frames of every video",
+        tests=(APP,)),
+    HandMutant(
+        "app-upload-limit-ignored", "sapiens2_ft/app/cli.py",
+        old='max_file_size=f"{args.max_upload_mb}mb"', new='max_file_size="200mb"',
+        why="app --max_upload_mb not passed on: the server takes 200 MB uploads whatever it is told",
+        tests=(APP,)),
+    HandMutant(
+        "predict-max-pixels-ignored", "sapiens2_ft/predict/cli.py",
+        old="args.workers, args.max_pixels)", new="args.workers)",
+        why="predict --max_pixels not passed on: images above it are decoded and predicted",
+        tests=("tests/data/test_image_limits.py::test_predict_max_pixels_is_the_limit_an_image_is_skipped_above",)),
+    HandMutant(
+        "detector-nms-ignored", "sapiens2_ft/predict/boxes.py",
+        old="PersonDetector(args.detector, args.det_threshold, args.nms_iou, args.device)",
+        new="PersonDetector(args.detector, args.det_threshold, device=args.device)",
+        why="predict --nms_iou not passed on: the detector suppresses at 0.6 whatever it is told",
+        tests=(BOX_OPTIONS,)),
+    HandMutant(
+        "seg-box-options-ignored", "sapiens2_ft/predict/boxes.py",
+        old="args.seg_split_heads, args.seg_head_area)", new=")",
+        why="predict --no-seg_split_heads and --seg_head_area not passed on: regions are split by heads anyway",
+        tests=(BOX_OPTIONS,)),
+    HandMutant(
+        "shard-mb-ignored", "sapiens2_ft/write_shards.py",
+        old='cli_value(cli, cli.config, "shard_mb")', new="1024.0",
+        why="write_shards --shard_mb not passed on: shards of 1 GiB whatever the download size asked",
+        tests=("tests/training/test_resume_shards.py::test_write_shards_cuts_shards_by_size_and_by_count",)),
+    HandMutant(
+        "shards-mix-repeat-lost", "datamodules/shards/writer.py",
+        old='"name": p.name, "repeat": p.repeat}', new='"name": p.name, "repeat": 1.0}',
+        why="a data.train mix written as shards trains every dataset once an epoch (its repeats lost)",
+        tests=("tests/data/test_shards.py::test_a_mix_keeps_its_parts_and_repeats",)),
+    HandMutant(
+        "convert-split-ignored", "sapiens2_ft/convert/__main__.py",
+        old="split=args.split,", new="split=None,",
+        why="convert --split not passed on: every image goes to train",
+        tests=("tests/apps/test_convert.py::test_the_command_line_gives_convert_its_class_set_and_split",)),
+)
