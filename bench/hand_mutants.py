@@ -46,6 +46,8 @@ APP = "tests/apps/test_app.py::test_limits_and_server_options_reach_the_demo_and
 BOX_OPTIONS = "tests/apps/test_detect.py::test_every_box_option_reaches_its_box_source"
 RESUMED_START = ("tests/training/test_validate_first.py::"
                  "test_a_resumed_run_keeps_its_start_and_does_not_validate_it_again")
+BOUNDARY, UNTRUSTED = "tests/data/test_boundary.py", "tests/apps/test_untrusted_inputs.py"
+BUDGET, CONVERT_LINKS = "tests/apps/test_convert_budget.py", "tests/apps/test_convert_boundary.py"
 
 HAND: tuple[HandMutant, ...] = (
     # -- the five of issue 59 ------------------------------------------------------------------------------------
@@ -188,4 +190,112 @@ HAND: tuple[HandMutant, ...] = (
         old="split=args.split,", new="split=None,",
         why="convert --split not passed on: every image goes to train",
         tests=("tests/apps/test_convert.py::test_the_command_line_gives_convert_its_class_set_and_split",)),
+    # -- issue 58: the boundary ------------------------------------------------------------------------------------
+    HandMutant(
+        "write-through-a-linked-folder", "datamodules/boundary/writes.py",
+        old="    if link is not None and link != folder / name:",
+        new="    if False:",
+        why="a write into a folder whose subfolder is a link: the file lands wherever the link leads",
+        tests=(f"{BOUNDARY}::test_a_write_replaces_a_link_and_never_writes_through_it",)),
+    HandMutant(
+        "write-in-place", "datamodules/boundary/writes.py",
+        old='    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix or ".tmp")\n'
+            '    os.close(fd)\n',
+        new="    temporary = str(path)\n",
+        why="writing by the final name: a link named like the output is written through (~/.bashrc replaced)",
+        tests=(f"{BOUNDARY}::test_a_write_replaces_a_link_and_never_writes_through_it",
+               f"{UNTRUSTED}::test_export_onnx_replaces_links_named_like_its_outputs_and_never_writes_through_them")),
+    HandMutant(
+        "tiff-last-tag-wins", "datamodules/boundary/images.py",
+        old="if tag in (256, 257) and kind in (3, 4) and tag not in found:",
+        new="if tag in (256, 257) and kind in (3, 4):",
+        why="the TIFF header read as no decoder reads it: a second 10x10 entry hides 12000 x 12000",
+        tests=(f"{BOUNDARY}::test_a_tiff_read_as_the_decoder_reads_it",)),
+    HandMutant(
+        "opencv-cap-not-set", "datamodules/boundary/limits.py",
+        old="    os.environ.setdefault(OPENCV_ENV, str(limit))",
+        new="    pass",
+        why="OpenCV keeps its own 2^30-pixel limit: a header that lies is decoded in full",
+        tests=(f"{BOUNDARY}::test_opencv_refuses_a_lying_header_before_allocating",)),
+    HandMutant(
+        "schemes-denylist", "datamodules/boundary/urls.py",
+        old="    if scheme not in REMOTE_SCHEMES:",
+        new='    if scheme in ("ftp", "ssh"):',
+        why="a deny list instead of the allow list: pipe: runs its shell command",
+        tests=(f"{UNTRUSTED}::test_a_recipe_whose_shard_url_is_a_command_runs_nothing",
+               f"{BOUNDARY}::test_only_the_listed_url_schemes_are_read")),
+    HandMutant(
+        "fifo-opened", "datamodules/boundary/files.py",
+        old="    if not stat.S_ISREG(mode):\n        os.close(fd)",
+        new="    if stat.S_ISDIR(mode):\n        os.close(fd)",
+        why="only folders refused: a FIFO blocks the reader, /dev/zero streams without end",
+        tests=(f"{BOUNDARY}::test_a_fifo_or_a_device_is_refused_without_blocking",)),
+    HandMutant(
+        "cache-mode-unchecked", "datamodules/boundary/cache.py",
+        old='f"is writable by others (mode {stat.S_IMODE(info.st_mode):o})" if info.st_mode & 0o022 else None)',
+        new="None)",
+        why="a cache folder others can write to is used: they plant a lock, a partial file or a link in it",
+        tests=(f"{BOUNDARY}::test_the_cache_is_the_user_s_own_and_private",
+               "tests/data/test_shards.py::test_the_download_cache_is_private_and_its_entries_are_checked_as_fresh_data")),
+    HandMutant(
+        "npy-header-trusted", "datamodules/boundary/arrays.py",
+        old="    if declared != size - stream.tell():",
+        new="    if declared < size - stream.tell():",
+        why="an .npy declaring more than it holds is allocated by its header (40 GB from 100 bytes)",
+        tests=(f"{BOUNDARY}::test_an_array_whose_header_lies_is_refused_before_it_is_allocated",)),
+    HandMutant(
+        "export-links-followed", "sapiens2_ft/training/export_dir.py",
+        old="        if wanted(name) or any(n.startswith(name + \"/\") for n in recorded or []):",
+        new="        if False:",
+        why="a handed export's link to ~/.cache/huggingface/token is copied into a Space and uploaded",
+        tests=(f"{UNTRUSTED}::test_a_linked_secret_is_neither_copied_into_a_space_nor_uploaded",)),
+    HandMutant(
+        "keypoint-set-outside", "datamodules/keypoints/metainfo.py",
+        old="    path = inside(folder, folder / spec, follow_links=True) if folder is not None else None",
+        new="    path = folder / spec if folder is not None else Path(spec)",
+        why="a handed export's keypoints.yaml extends ../../anything: any YAML of the machine is read",
+        tests=(f"{UNTRUSTED}::test_a_handed_export_s_keypoint_set_cannot_read_outside_its_folder",)),
+    HandMutant(
+        "card-keeps-credentials", "sapiens2_ft/training/public_text.py",
+        old="    text = URL.sub(lambda m: m.group(1) + m.group(3), text)",
+        new="    text = URL.sub(lambda m: m.group(0), text)",
+        why="the pushed card keeps user:password@ and ?X-Amz-Signature= of a URL in the recipe",
+        tests=(f"{UNTRUSTED}::test_the_pushed_card_names_nothing_of_the_machine",)),
+    HandMutant(
+        "upload-limit-in-pixels", "sapiens2_ft/app/service.py",
+        old="    if megapixels > limits.max_megapixels:",
+        new="    if megapixels > limits.max_megapixels * 1e6:",
+        why="the app's upload limit compared in the wrong unit: a 144-megapixel bomb passes its header check",
+        tests=("tests/apps/test_app.py::test_a_bomb_upload_is_refused_from_its_header_and_the_queue_goes_on",)),
+    # -- issue 58: convert's budget, encoded masks and links ------------------------------------------------------
+    HandMutant(
+        "xml-mask-area-summed", "sapiens2_ft/convert/cvat.py",
+        old='cost["mask_pixels"] += int(max(0.0, size[0]) * max(0.0, size[1]))',
+        new='cost["mask_pixels"] += int(max(0.0, size[0]) + max(0.0, size[1]))',
+        why="a mask's area counted as width + height: a 30 kB XML of huge masks passes the budget (1.6 GiB)",
+        tests=(f"{BUDGET}::test_a_small_xml_declaring_huge_masks_is_refused_before_decoding",)),
+    HandMutant(
+        "mask-pixel-rate-loose", "sapiens2_ft/convert/budget.py",
+        old='MASK_PIXELS_PER_BYTE * self.totals["bytes"]',
+        new='MASK_PIXELS_PER_BYTE * 100 * self.totals["bytes"]',
+        why="the mask-pixel budget a hundred times looser: the amplification case is decoded",
+        tests=(f"{BUDGET}::test_a_small_xml_declaring_huge_masks_is_refused_before_decoding",)),
+    HandMutant(
+        "convert-out-links-ignored", "sapiens2_ft/convert/output.py",
+        old="    links = [link for name in outputs if (link := link_on_the_way(out, name)) is not None]",
+        new="    links = []",
+        why="a link planted in --out named like an output: --overwrite replaces what it leads to",
+        tests=(f"{CONVERT_LINKS}::test_a_link_in_out_named_like_an_output_is_not_written_through",)),
+    HandMutant(
+        "export-links-read", "sapiens2_ft/convert/records.py",
+        old="    kept = [f for f in files if inside(src, f, follow_links=True)]",
+        new="    kept = [f for f in files if inside(src, f, follow_links=False)]",
+        why="an export's annotations.xml that is a link to a file of the user's is read (and shown in errors)",
+        tests=(f"{CONVERT_LINKS}::test_annotation_files_linked_from_outside_the_export_are_not_read",)),
+    HandMutant(
+        "xml-entities-parsed", "sapiens2_ft/convert/cvat.py",
+        old='    if b"<!DOCTYPE" in data or b"<!ENTITY" in data:',
+        new="    if False:",
+        why="an XML declaring entities is parsed: they can expand without end",
+        tests=(f"{CONVERT_LINKS}::test_an_xml_that_declares_entities_is_refused_unparsed",)),
 )

@@ -171,7 +171,8 @@ def test_the_pushed_card_names_nothing_of_the_machine(handed_export, tmp_path, m
                "--data.shards https://alice:pa55word@store.example.com/shards/{}?X-Amz-Signature=f00 "
                "--hub.token hf_abcdefghijklmnopqrstuvwxyz0123 # on alice-workstation")
     assert f"<!-- sapiens2-ft:{COMMAND} -->" in card  # the run's own card keeps its command line
-    card = card.replace("python train.py", private, 1) + "\ndata: /home/alice/data/secret-project\n"
+    card = card.replace("python train.py", private, 1) + ("\ndata: /home/alice/data/secret-project\nshards: "
+                                                         "https://alice:pa55word@store.example.com/shards/{}?sig=f00\n")
     (handed_export / CARD_FILE).write_text(card)
     hub = FakeHub(monkeypatch)
     export.main(["--checkpoint", str(handed_export), "--push_to_hub", "someone/model"])
@@ -179,7 +180,8 @@ def test_the_pushed_card_names_nothing_of_the_machine(handed_export, tmp_path, m
     for leak in ("/home/alice", "alice", "pa55word", "X-Amz-Signature", "hf_abcdefghij", "/tmp/", "workstation",
                  f"sapiens2-ft:{COMMAND}"):
         assert leak not in sent, leak
-    assert ".../secret-project" in sent and "https://store.example.com/shards/{}" not in sent  # the command is gone
+    assert ".../secret-project" in sent and "shards: https://store.example.com/shards/{}\n" in sent
+    assert "--data.shards" not in sent  # the command line is gone
     assert "someone/model" in sent and "## Results" in sent
     assert (handed_export / CARD_FILE).read_text() == card  # the local card as it was
 
