@@ -298,4 +298,83 @@ HAND: tuple[HandMutant, ...] = (
         new="    if False:",
         why="an XML declaring entities is parsed: they can expand without end",
         tests=(f"{CONVERT_LINKS}::test_an_xml_that_declares_entities_is_refused_unparsed",)),
+    # -- issue 60: a new user's first day ----------------------------------------------------------------------
+    HandMutant(
+        "resume-auto-takes-the-latest", "sapiens2_ft/training/run_dir.py",
+        old="        if not named and job is None:",
+        new="        if False:",
+        why="--resume auto off a cluster silently takes the newest run and rewrites it",
+        tests=("tests/training/test_finished_runs.py::test_resume_auto_outside_a_job_changes_nothing_in_a_finished_run",)),
+    HandMutant(
+        "finished-run-resumed", "sapiens2_ft/training/cli.py",
+        old="            if (Path(run_dir) / SUMMARY_FILE).exists() and reached_end(",
+        new="            if False and reached_end(",
+        why="a run that reached its end is resumed and its files rewritten",
+        tests=("tests/training/test_finished_runs.py::test_resuming_a_finished_run_is_a_message_and_changes_nothing",)),
+    HandMutant(
+        "segments-forgotten", "sapiens2_ft/training/callbacks/run_artifacts.py",
+        old='            **({"segments": self.earlier} if self.earlier else {}),\n',
+        new="",
+        why="a resumed run's summary drops what the earlier segment recorded",
+        tests=("tests/training/test_finished_runs.py::test_a_run_resumed_to_train_further_keeps_the_earlier_segment",)),
+    HandMutant(
+        "resume-overwrites-config", "sapiens2_ft/training/cli.py",
+        old='"config_filename": segment_file(CONFIG_FILE, self.segment)}',
+        new='"config_filename": CONFIG_FILE}',
+        why="a resumed run writes its recipe over the first segment's config.yaml",
+        tests=("tests/training/test_finished_runs.py::test_a_run_resumed_to_train_further_keeps_the_earlier_segment",)),
+    HandMutant(
+        "hint-drops-private", "sapiens2_ft/training/hub.py",
+        old='(" --private" if private else "")',
+        new='""',
+        why="the recovery hint of a refused private push would create a public repository",
+        tests=("tests/training/test_hub.py::test_the_upload_hint_of_a_refused_push_keeps_the_user_s_choices",)),
+    HandMutant(
+        "read-only-token-passes", "sapiens2_ft/training/hub.py",
+        old='    if role == "read":',
+        new='    if role == "none":',
+        why="a read-only token is found out only after training, when the upload fails",
+        tests=("tests/training/test_hub.py::test_the_hub_is_asked_before_training",)),
+    HandMutant(
+        "foreign-namespace-passes", "sapiens2_ft/training/hub.py",
+        old="    if namespace not in mine:",
+        new="    if False:",
+        why="a repository in someone else's namespace is found out only after training",
+        tests=("tests/training/test_hub.py::test_the_hub_is_asked_before_training",)),
+    HandMutant(
+        "mse-scores-unclipped", "sapiens2_ft/tasks/pose/codec.py",
+        old="        return flat.gather(1, index[:, None])[:, 0].clamp(0.0, 1.0).reshape(lead)",
+        new="        return flat.gather(1, index[:, None])[:, 0].reshape(lead)",
+        why="an MSE head's keypoint scores are raw heatmap peaks (5.7-10), not in [0, 1]",
+        tests=("tests/tasks/pose/test_ce_scores.py::test_mse_scores_are_heatmap_peaks_within_0_and_1",)),
+    HandMutant(
+        "export-sigma-ignored", "sapiens2_ft/tasks/pose/inference.py",
+        old="        sigma = read_json(processor).get(SIGMA_KEY) if processor.is_file() else None",
+        new="        sigma = None",
+        why="predict scores a model with another window than its validation did (the export's sigma unread)",
+        tests=("tests/apps/test_keypoint_scores.py::test_the_same_scores_through_predict_the_api_the_app_and_onnx",)),
+    HandMutant(
+        "pretrained-fetched-late", "sapiens2_ft/training/cli.py",
+        old='        fetch_pretrained(config.model.get("pretrained"), config.get("init_from"))\n',
+        new="",
+        why="offline, a recipe on a hub model prints tracebacks and leaves a half run folder",
+        tests=("tests/training/test_cli.py::test_a_model_the_machine_cannot_fetch_is_one_message_before_any_work",)),
+    HandMutant(
+        "every-repo-gated", "sapiens2_ft/models/factory.py",
+        old='f"`hf auth login`." if repo_id.startswith(GATED) else "")',
+        new='f"`hf auth login`." if True else "")',
+        why="the open RT-DETR detector is called gated when it cannot be fetched",
+        tests=("tests/apps/test_released_models.py::test_without_a_detector_the_message_names_the_other_box_sources",)),
+    HandMutant(
+        "small-train-set-trains-nothing", "datamodules/loaders.py",
+        old="        if len(sampler) < batch_size:  # every batch partial, hence dropped: the fit would end at step 0",
+        new="        if False:",
+        why="fewer samples than a batch: the fit ends at step 0 and writes a finished run",
+        tests=("tests/training/test_cli.py::test_a_training_set_smaller_than_a_batch_is_a_message",)),
+    HandMutant(
+        "report-printed-twice", "sapiens2_ft/check_data.py",
+        old='        warnings.filterwarnings("ignore", message="the data check found problems")\n',
+        new="",
+        why="check_data --show prints the data check's report twice",
+        tests=("tests/data/test_data_check.py::test_check_data_prints_its_report_once",)),
 )
