@@ -99,6 +99,21 @@ def tiny_coco(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture
+def decoded(monkeypatch) -> list:
+    """The (height, width) of every image OpenCV decodes in this process (a fixture of
+    the tests that refuse images before decoding them)."""
+    sizes, real = [], cv2.imdecode
+
+    def imdecode(raw, flags):
+        image = real(raw, flags)
+        sizes.append(None if image is None else image.shape[:2])
+        return image
+
+    monkeypatch.setattr(cv2, "imdecode", imdecode)
+    return sizes
+
+
 def tiny_pose_config(num_labels: int):
     from transformers import Sapiens2Config, Sapiens2HeadConfig
 

@@ -23,20 +23,6 @@ from sapiens2_ft.training.cli import main as train
 
 
 @pytest.fixture
-def decoded(monkeypatch) -> list:
-    """The (height, width) of every image OpenCV decodes in this process."""
-    sizes, real = [], cv2.imdecode
-
-    def imdecode(raw, flags):
-        image = real(raw, flags)
-        sizes.append(None if image is None else image.shape[:2])
-        return image
-
-    monkeypatch.setattr(cv2, "imdecode", imdecode)
-    return sizes
-
-
-@pytest.fixture
 def home(tmp_path) -> Path:
     """Stand-ins for the user's own files that a hostile folder aims at."""
     home = tmp_path / "home"

@@ -38,20 +38,6 @@ def png_bomb(path: Path, side: int, valid: bool = True) -> Path:
     return path
 
 
-@pytest.fixture
-def decoded(monkeypatch) -> list:
-    """The (height, width) of every image OpenCV decodes."""
-    sizes, real = [], cv2.imdecode
-
-    def imdecode(raw, flags):
-        image = real(raw, flags)
-        sizes.append(None if image is None else image.shape[:2])
-        return image
-
-    monkeypatch.setattr(cv2, "imdecode", imdecode)
-    return sizes
-
-
 def test_the_size_is_read_from_the_header_of_every_kind():
     image = np.zeros((23, 37, 3), np.uint8)
     for suffix in (".png", ".jpg", ".bmp", ".webp", ".tiff"):
