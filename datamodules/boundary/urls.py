@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import tempfile
 import urllib.request
 from typing import BinaryIO
 
@@ -77,16 +78,22 @@ def download(url: str, out: BinaryIO, limit: int) -> int:
         except OSError as err:  # URLError, HTTPError, timeouts
             raise DataError(f"cannot download {url} ({type(err).__name__}: {err})") from None
     command = [url if part == "{url}" else part for part in COMMANDS[scheme]]
-    try:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, shell=False)
-    except FileNotFoundError:
-        raise DataError(f"cannot download {url}: the {command[0]} command is not installed") from None
-    try:
-        total = _copy(process.stdout, out, url, limit)
-    finally:
-        process.stdout.close()
-        error = process.stderr.read().decode(errors="replace").strip()
-        status = process.wait()
+    with tempfile.TemporaryFile() as errors:  # not a pipe: a tool that writes much there would block on it
+        try:
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, shell=False)
+        except FileNotFoundError:
+            raise DataError(f"cannot download {url}: the {command[0]} command is not installed") from None
+        try:
+            total = _copy(process.stdout, out, url, limit)
+        finally:
+            process.stdout.close()  # a tool still writing gets SIGPIPE
+            try:
+                status = process.wait(timeout=TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                status = process.wait()
+        errors.seek(0)
+        error = errors.read()[-2000:].decode(errors="replace").strip()
     if status != 0:
         raise DataError(f"cannot download {url}: {command[0]} exited with {status}: {error[-300:]}")
     return total

@@ -331,3 +331,13 @@ def test_reading_a_small_file_allocates_what_it_holds_not_the_limit(tmp_path):
         patch.setattr(os, "fstat", fstat_before_it_grew)
         with pytest.raises(RefusedInput, match="more than 4,096 bytes"):
             read_bytes(growing, limit=4096)
+
+
+def test_a_tool_that_writes_much_to_stderr_does_not_block_and_its_error_is_named(tmp_path, monkeypatch):
+    script = tmp_path / "aws"
+    script.write_text('#!/bin/sh\nhead -c 300000 /dev/zero | tr "\\\\0" e >&2\necho "An error occurred (403)" >&2\n'
+                      'exit 1\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with pytest.raises(DataError, match=r"aws exited with 1: .*An error occurred \(403\)"):
+        urls.download("s3://bucket/x.tar", io.BytesIO(), 1000)
