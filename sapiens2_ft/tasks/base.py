@@ -107,12 +107,6 @@ def weight_name_problems(weights: dict[str, float], known: dict[str, float], key
     return [f"{key}: unknown names {sorted(unknown)}; known: {sorted(known)}"] if unknown else []
 
 
-def check_weight_names(weights: dict[str, float], known: dict[str, float], key: str = "model.loss_weights") -> None:
-    """Refuse weights of unknown names, naming the config key and the known names."""
-    for problem in weight_name_problems(weights, known, key):
-        raise ValueError(problem)
-
-
 def training_optimizer(module: L.LightningModule, parameters: nn.Module, optim: OptimConfig, num_layers: int):
     """Lightning's optimiser dict for ``parameters`` over the whole run (``module``'s trainer's step count)."""
     return build_optimizer(parameters, optim, num_layers, int(module.trainer.estimated_stepping_batches))
