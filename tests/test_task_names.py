@@ -1,7 +1,7 @@
 """No task-name literals outside the task registry and the task folders: what the apps and the training layer
 need of a task comes from its ``TaskSpec`` or its inference object's declared capabilities (docs/architecture.md,
 "nothing else lists tasks"). A literal such as ``task == "seg"`` or ``results["matting"]`` is how a five-way
-if-chain starts; so are its proxies: ``spec.label_arg == "keypoints"`` (a registry field compared with a literal),
+if-chain starts; so are its proxies: ``spec.model.label_arg == "keypoints"`` (a registry field compared with a literal),
 ``callable(getattr(module, "with_focal", None))`` (a capability guessed from a task class's member) and
 ``type(module).people is not TaskModule.people`` (method identity)."""
 
@@ -121,11 +121,11 @@ def test_no_task_kind_proxies_outside_the_registry_and_the_task_folders():
 def test_the_proxy_check_sees_each_kind():
     """The check above passes on code without proxies; make sure it would see each of them."""
     code = '''def f(spec, module, m):
-    if spec.predictor == "crops" or "keypoints" != spec.label_arg:
+    if spec.predictor == "crops" or "keypoints" != spec.model.label_arg:
         pass
     focal = callable(getattr(module, "with_focal", None))
     people = type(module).people is not TaskModule.people
-    sets = hasattr(m, "metainfo"), getattr(module, "task", None), spec.label_arg is None, m.model is module.model
+    sets = hasattr(m, "metainfo"), getattr(module, "task", None), spec.model.label_arg is None, m.model is module.model
 '''
     members = task_members()
     assert {"with_focal", "people", "finds_people", "takes_person_boxes", "metainfo"} <= members

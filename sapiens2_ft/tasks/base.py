@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence, runtime_checkable
+from typing import ClassVar, Iterable, Protocol, Sequence, runtime_checkable
 
 import lightning as L
 import numpy as np
@@ -33,7 +33,7 @@ from sapiens2_ft.models.sharding import ScaleConfig, place_model
 from sapiens2_ft.problems import ConfigProblems
 from sapiens2_ft.tasks.diagnostics import Diagnostics
 from sapiens2_ft.tasks.inference import Batch, Files, Outputs, TaskInference, write_arrays
-from sapiens2_ft.tasks.registry import TaskSpec, model_class, task_spec
+from sapiens2_ft.tasks.spec import TaskSpec
 from sapiens2_ft.tasks.visualize import image_rgb
 
 NUM_SAVED_PREDICTIONS = 8  # validation samples whose predictions go to <run_dir>/predictions/
@@ -144,7 +144,7 @@ class TaskModule(L.LightningModule):
             ``bfloat16`` or ``float16`` (these two need the matching mixed precision). Trained weights stay float32.
     """
 
-    task: str  # the task registry's name, set by each subclass
+    spec: ClassVar[TaskSpec]  # the task's spec (``tasks/<task>/spec.py``), set by each subclass
     inference_class: type[TaskInference] | None = None  # its inference object's class (None: multi-task pretraining)
     panel_outputs: tuple[str, ...] | None = None  # outputs kept for the panels (None: all)
 
@@ -178,7 +178,7 @@ class TaskModule(L.LightningModule):
         # What the task does with its model (forward pass, decoding, files, pictures): the model is set on it too.
         self.inference = (self.inference_class(input_size, **self.inference_options())
                           if self.inference_class is not None else None)
-        self.labels: list[str] = list(self.inference.labels if self.inference is not None else self.spec.outputs)
+        self.labels: list[str] = list(self.inference.labels if self.inference is not None else self.spec.model.outputs)
         self.model: nn.Module | None = None  # built in configure_model, for the trainer's strategy
         self.load_report: LoadReport | None = None
         self.val_metrics = None  # the task's torchmetrics Metric (pose: made at the first validation)
@@ -225,13 +225,13 @@ class TaskModule(L.LightningModule):
         return problems
 
     @property
-    def spec(self) -> TaskSpec:
-        """This task's registry entry."""
-        return task_spec(self.task)
+    def task(self) -> str:
+        """The task's name (its spec's)."""
+        return self.spec.name
 
     @property
     def monitor(self) -> tuple[str, str]:
-        return self.spec.monitor
+        return self.spec.training.monitor
 
     def __setattr__(self, name: str, value) -> None:
         super().__setattr__(name, value)
@@ -260,7 +260,7 @@ class TaskModule(L.LightningModule):
     def empty_model(self, config) -> nn.Module:
         """The architecture of a built model's ``config``, weights not loaded (what FSDP2's other ranks build on the
         meta device before rank 0's weights reach their shards)."""
-        return model_class(self.task)(config)
+        return self.spec.model.transformers_class()(config)
 
     def configure_model(self) -> None:
         """Build and place ``self.model`` once: sharded over the device mesh when the strategy has one."""

@@ -29,7 +29,8 @@ from datamodules.transforms import affine
 from sapiens2_ft.models.factory import LoadReport, label_rows
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.tasks.dense_maps import unwarp
-from sapiens2_ft.tasks.registry import build_task_model, task_spec
+from sapiens2_ft.tasks.spec import TaskSpec
+from sapiens2_ft.tasks.task_model import build_task_model
 from sapiens2_ft.tasks.sample_pictures import SheetLabels
 
 
@@ -97,7 +98,7 @@ class TaskInference:
     built by ``build`` or set by the task's LightningModule; ``input_size``: the network input (H, W).
     """
 
-    task: ClassVar[str]  # the task registry's name
+    spec: ClassVar[TaskSpec]  # the task's spec (``tasks/<task>/spec.py``)
     takes_person_boxes: ClassVar[bool] = False  # runs on one crop per person box (top-down), not on whole images
     finds_people: ClassVar[bool] = False  # ``people``: where the people are in its outputs (boxes, masks)
     takes_focal: ClassVar[bool] = False  # ``with_focal``: its outputs take a known camera's focal length
@@ -106,9 +107,14 @@ class TaskInference:
     def __init__(self, input_size: Sequence[int] = (256, 192), model: nn.Module | None = None):
         self.input_size = (int(input_size[0]), int(input_size[1]))
         self.model = model
-        self.labels: list[str] = list(task_spec(self.task).outputs)  # a label-set task sets its own
+        self.labels: list[str] = list(self.spec.model.outputs)  # a label-set task sets its own
         self.load_report: LoadReport | None = None  # what ``build`` did with the weights, when it built the model
         self._device = torch.device("cpu")
+
+    @property
+    def task(self) -> str:
+        """The task's name (its spec's)."""
+        return self.spec.name
 
     @property
     def device(self) -> torch.device:
@@ -131,9 +137,9 @@ class TaskInference:
 
     def build(self, init_from: str | None = None, pretraining_head: bool = False,
               **source) -> tuple[nn.Module, LoadReport]:
-        """This task's model for its labels and input size (``tasks.registry.build_task_model``; ``source``: the
+        """This task's model for its labels and input size (``tasks.task_model.build_task_model``; ``source``: the
         ``models.factory.ModelSource`` fields, ``pretrained``, ``size``, ``head``, ...)."""
-        return build_task_model(self.task, self.labels, self.input_size, init_from, pretraining_head,
+        return build_task_model(self.spec, self.labels, self.input_size, init_from, pretraining_head,
                                 **self.model_options(), **source)
 
     def checkpoint_record(self) -> dict:
@@ -146,10 +152,11 @@ class TaskInference:
         label set and what its config records. ``labels``: the label set asked for (seg: class names), its rows
         chosen from the model's by name; None: the model's own. A name the model lacks, or labels for a task of
         fixed outputs, is a ValueError naming them."""
-        spec = task_spec(cls.task)
+        spec = cls.spec.model
         if spec.label_arg is None:
             if labels is not None:
-                raise ValueError(f"a {cls.task} model has fixed outputs {list(spec.outputs)}; it takes no label set")
+                raise ValueError(f"a {cls.spec.name} model has fixed outputs {list(spec.outputs)}; it takes no label "
+                                 "set")
             return {}
         if labels is None:
             names = cls.row_names(directory, config)
@@ -164,7 +171,7 @@ class TaskInference:
     def row_names(cls, directory: Path, config) -> list[str] | None:
         """The names of a saved model's output rows: its config's, else the released ones when their count fits
         (a released hub model names none); None when unnamed."""
-        spec = task_spec(cls.task)
+        spec = cls.spec.model
         rows = label_rows(config, spec.released_labels() if spec.released_labels else ())
         return sorted(rows, key=rows.get) if rows else None
 
@@ -172,7 +179,7 @@ class TaskInference:
     def check_rows(cls, directory: Path, config, names: list[str]) -> None:
         """A ValueError unless every one of ``names`` is an output row of the saved model (unnamed rows: only a
         label set of their count fits, row for row)."""
-        kind = task_spec(cls.task).label_kind
+        kind = cls.spec.model.label_kind
         rows = cls.row_names(directory, config)
         if rows is None:
             if len(names) != config.num_labels:

@@ -102,7 +102,7 @@ def dataset_entry(root: str | Path | None, variant: str | None = None) -> dict:
 
 def result_entry(task: str, dataset: dict, metrics: dict[str, float]) -> dict:
     spec = task_spec(task)
-    return {"task": {"type": spec.pipeline_tag or task, "name": task}, "dataset": dict(dataset),
+    return {"task": {"type": spec.export.pipeline_tag or task, "name": task}, "dataset": dict(dataset),
             "metrics": [{"type": name, "value": float(value), "name": name} for name, value in metrics.items()]}
 
 
@@ -113,8 +113,8 @@ def metadata(info, name: str, metrics: dict[str, float], dataset: dict) -> dict:
     if base:
         meta["base_model"] = base
     meta["library_name"] = "transformers"
-    if spec.pipeline_tag:
-        meta["pipeline_tag"] = spec.pipeline_tag
+    if spec.export.pipeline_tag:
+        meta["pipeline_tag"] = spec.export.pipeline_tag
     meta["tags"] = [*TAGS, info.task]
     if metrics:
         meta["model-index"] = [{"name": name, "results": [result_entry(info.task, dataset, metrics)]}]
@@ -149,9 +149,9 @@ With `transformers` alone (its Sapiens2 classes; the image processor resizes and
 
 ```python
 from PIL import Image
-from transformers import AutoImageProcessor, {spec.auto_class}
+from transformers import AutoImageProcessor, {spec.export.auto_class}
 
-model = {spec.auto_class}.from_pretrained("{model}")
+model = {spec.export.auto_class}.from_pretrained("{model}")
 processor = AutoImageProcessor.from_pretrained("{model}")
 outputs = model(**processor(images=Image.open("photo.jpg"), return_tensors="pt")){crop}
 ```
@@ -174,7 +174,7 @@ sapiens2-ft app --model {model}   # a web demo (pip install 'sapiens2-ft[app]')
 
 def labels_text(info) -> str:
     spec, labels = task_spec(info.task), info.labels
-    kind = {"keypoint": "keypoints", "class": "classes"}.get(spec.label_kind, "output channels")
+    kind = {"keypoint": "keypoints", "class": "classes"}.get(spec.model.label_kind, "output channels")
     named = f" (keypoint set `{info.keypoints['name']}`)" if (info.keypoints or {}).get("name") else ""
     shown = ", ".join(labels[:40]) + (f", ... ({len(labels) - 40} more, in `config.json`)" if len(labels) > 40 else "")
     return f"## Labels\n\n{len(labels)} {kind}{named}: {shown}."
@@ -268,11 +268,11 @@ def write_card(out: Path, info) -> Path:
     meta = metadata(info, name, metrics, dataset_entry((config.get("data") or {}).get("root")))
     copy_licence(out)
     picture = copy_picture(run_dir, out)
-    monitor, mode = spec.monitor
+    monitor, mode = spec.training.monitor
     best = bool(summary.get("best_checkpoint")) and Path(summary["best_checkpoint"]).resolve() == info.path.resolve()
     chosen = f"the run's best by {monitor.removeprefix('val/')} ({mode}), " if best else ""
     intro = (f"A [Sapiens2]({SAPIENS2_URL}) {info.task} model fine-tuned with sapiens2-ft: it predicts "
-             f"{spec.predicts}. The weights exported here are {chosen}at step {info.global_step:,}.")
+             f"{spec.export.predicts}. The weights exported here are {chosen}at step {info.global_step:,}.")
     parts = [f"# {name}", intro, labels_text(info), section(RESULTS, results_text(meta))]
     if picture is not None:
         parts.append(f"![Validation samples of the run: input, ground truth and prediction]({PICTURE_FILE})\n\n"

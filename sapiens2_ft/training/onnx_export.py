@@ -1,7 +1,7 @@
 """An exported model directory (``training/hf_export.py``) plus its ONNX graph: ``DIR/model.onnx``
 (``models/onnx.py``) and ``DIR/onnx_config.json``, what a runtime needs around the graph (input size, colour
 order and normalisation, resize rule, labels, flip pairs, output shapes and how to decode them: the task's
-``TaskSpec.decode``). Used by ``export --format onnx`` and ``predict --backend onnxruntime``; docs/deploy.md."""
+``TaskSpec.export.decode``). Used by ``export --format onnx`` and ``predict --backend onnxruntime``; docs/deploy.md."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def onnx_config(directory: Path, config, task: str, names: list[str], shapes: di
         "labels": [config.id2label[i] for i in range(config.num_labels)],
         "flip_pairs": [list(p) for p in (getattr(config, "flip_pairs", None) or [])],
         "heatmap_output": getattr(config, "heatmap_output", None),
-        "decode": spec.decode,
+        "decode": spec.export.decode,
         "preprocessor": processor,
     }
 

@@ -107,6 +107,6 @@ def test_dense_demo_as_shipped_beats_the_constant_prediction(task, demo_data, tm
     assert {p.name.rsplit("_", 1)[0] for p in (tmp_path / "run" / "overlays").glob("*.png")} == {panel}
     assert list((tmp_path / "run" / "wandb").glob(f"offline-run-*/files/media/images/val/{panel}_*.png"))
     assert (tmp_path / "run" / "results.png").exists() and (tmp_path / "run" / "export" / "config.json").exists()
-    bound, higher = BOUNDS[task], TASKS[task].monitor[1] == "max"
+    bound, higher = BOUNDS[task], TASKS[task].training.monitor[1] == "max"
     assert (bound > baseline) if higher else (bound < baseline), f"the bound {bound} is no better than {baseline}"
     assert (value > bound) if higher else (value < bound), (value, bound, baseline)

@@ -39,7 +39,6 @@ import sapiens2_ft
 import datamodules.dense_datamodule as dense_datamodule
 import sapiens2_ft.tasks as tasks_package
 from datamodules.dense.targets import TARGETS
-from sapiens2_ft.tasks import heads, registry
 from sapiens2_ft.tasks.registry import TASKS
 
 EXTENSION = Path(__file__).parent / "extension"
@@ -66,18 +65,12 @@ def shading_task(tmp_path, monkeypatch) -> Path:
     monkeypatch.setitem(TARGETS, "shading", SHADING)
     # That file derives the data.task choices from TARGETS on import (DenseTask = Literal[DENSE_TASKS]).
     monkeypatch.setattr(dense_datamodule, "DenseTask", Literal[tuple(TARGETS)])
-    # 2. One TaskSpec in sapiens2_ft/tasks/registry.py (with `from sapiens2_ft.tasks.shading import draw as
-    #    shading_draw` among its imports); the head layouts are the existing pixel-shuffle ones of tasks/heads.py.
-    from sapiens2_ft.tasks.shading import draw as shading_draw
+    # 2. Its line in sapiens2_ft/tasks/registry.py (the spec itself is the folder's spec.py):
+    #     from sapiens2_ft.tasks.shading.spec import SHADING
+    #     TASKS = {spec.name: spec for spec in (POSE, SEG, NORMAL, POINTMAP, MATTING, ALBEDO, SHADING, MULTITASK)}
+    from sapiens2_ft.tasks.shading.spec import SHADING as SHADING_TASK
 
-    spec = registry._dense(
-        "shading", "Shading", "Sapiens2ForNormalEstimation", ("val/mae", "min"),
-        outputs=("shading",), heads=heads.PIXEL_SHUFFLE_HEADS, draw_sample=shading_draw.draw_sample,
-        auto_class="AutoModelForNormalEstimation", predicts="a grey shading in [0, 1] for every pixel",
-        decode="normals (B, 1, h, w): the sigmoid = shading in [0, 1]; resize to the input size and undo the "
-               "letterbox.",
-        processor={"do_pad": True})  # letterboxed as in training
-    monkeypatch.setitem(TASKS, "shading", spec)
+    monkeypatch.setitem(TASKS, "shading", SHADING_TASK)
     # 4. A config: configs/shading_demo.yaml.
     config = tmp_path / "configs" / "shading_demo.yaml"
     config.parent.mkdir()
@@ -191,7 +184,7 @@ def test_a_checkpoint_of_another_task_of_the_same_class_gives_its_backbone_only(
     one-channel head, as a checkpoint of another class would; it used to keep the normal head's three channels."""
     from sapiens2_ft.tasks.registry import build_task_model, task_of_config
 
-    normal, _ = build_task_model("normal", TASKS["normal"].outputs, SIZE, size="tiny")
+    normal, _ = build_task_model("normal", TASKS["normal"].model.outputs, SIZE, size="tiny")
     normal.config.architectures = [type(normal).__name__]
     normal.save_pretrained(tmp_path / "normal")
     assert task_of_config(normal.config) == "normal"

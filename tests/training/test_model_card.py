@@ -32,7 +32,7 @@ def test_export_card_has_hub_metadata_and_the_exported_weights_metrics(pose_run,
     card = ModelCard.load(export / CARD_FILE)
     data = card.data
     assert (data.license, data.license_name, data.library_name) == ("other", "sapiens2-license", "transformers")
-    assert data.license_link.endswith("LICENSE.md") and data.pipeline_tag == task_spec("pose").pipeline_tag
+    assert data.license_link.endswith("LICENSE.md") and data.pipeline_tag == task_spec("pose").export.pipeline_tag
     assert {"sapiens2", "human-centric", "pose"} <= set(data.tags)
     assert data.base_model is None  # the run started from a local folder, not a Hub model
     # The export is the best checkpoint (step 2 of 4): its card holds that validation's metrics, not the final ones.

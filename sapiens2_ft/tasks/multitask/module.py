@@ -31,6 +31,7 @@ from sapiens2_ft.models.pretraining_heads import HEADS_FILE
 from sapiens2_ft.tasks.base import TaskModule, group_panels, training_optimizer, weight_name_problems
 from sapiens2_ft.tasks.matting.module import MattingModule
 from sapiens2_ft.tasks.multitask.model import MultiTaskModel
+from sapiens2_ft.tasks.multitask.spec import MULTITASK
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pointmap.module import PointmapModule
 from sapiens2_ft.tasks.pose.module import PoseModule
@@ -80,7 +81,7 @@ class MultiTaskModule(TaskModule):
             errors (``--resume`` continues a pretraining run; ``pretrained`` starts the backbone from weights).
     """
 
-    task = "multitask"
+    spec = MULTITASK
 
     @classmethod
     def check_options(cls, **options) -> list[str]:

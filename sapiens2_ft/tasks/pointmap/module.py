@@ -25,6 +25,7 @@ from sapiens2_ft.tasks.pointmap import draw
 from sapiens2_ft.tasks.pointmap.inference import PointmapBatch, PointmapInference, PointmapOutputs, to_metric
 from sapiens2_ft.tasks.pointmap.loss import DEFAULT_WEIGHTS, pointmap_loss
 from sapiens2_ft.tasks.pointmap.metric import PointmapMetrics
+from sapiens2_ft.tasks.pointmap.spec import POINTMAP
 from sapiens2_ft.tasks.visualize import image_rgb, side_by_side
 
 
@@ -39,7 +40,7 @@ class PointmapModule(TaskModule):
             released models); checked against the first training batch (``scale x fx``).
     """
 
-    task = "pointmap"
+    spec = POINTMAP
     inference_class = PointmapInference
 
     @classmethod

@@ -17,6 +17,7 @@ from sapiens2_ft.tasks.seg import draw
 from sapiens2_ft.tasks.seg.inference import SegBatch, SegmentationInference, SegOutputs
 from sapiens2_ft.tasks.seg.loss import default_class_weights, segmentation_loss
 from sapiens2_ft.tasks.seg.metric import SegmentationMetrics
+from sapiens2_ft.tasks.seg.spec import SEG
 from sapiens2_ft.tasks.visualize import image_rgb, side_by_side, with_legend
 
 
@@ -37,7 +38,7 @@ class SegmentationModule(TaskModule):
         ignore_index: Label value that is ignored by loss and metrics.
     """
 
-    task = "seg"
+    spec = SEG
     inference_class = SegmentationInference
 
     def __init__(
