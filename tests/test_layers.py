@@ -38,7 +38,7 @@ LAYERS = {
 LAYER_NAMES = ("boundary", "data", "models", "tasks", "training", "apps")
 SHARED_TASK_MODULES = {"registry", "heads", "base", "dense_maps", "visualize",  # tasks/*.py: any task may use them
                        "sample_pictures", "sample_sheet", "diagnostics", "inference", "saved_model", "spec",
-                       "task_model"}
+                       "task_model", "dense_data"}
 
 
 def module_name(path: Path) -> str:
@@ -172,7 +172,7 @@ def test_the_graph_sees_imports():
     """The checks above would pass on an empty graph: make sure the parser finds real edges of each kind."""
     edges = graph()
     assert "sapiens2_ft.tasks.spec" in edges["sapiens2_ft.tasks.base"]
-    assert "datamodules.dense.targets.spec" in edges["datamodules.dense.targets.seg"]  # absolute
+    assert "datamodules.dense.target_spec" in edges["sapiens2_ft.tasks.seg.targets"]  # absolute
     assert "datamodules.synthetic.generate" in edges["datamodules.synthetic"]  # relative, from a package
     assert "datamodules.synthetic" in edges["datamodules.synthetic_data"]  # inside a function
     assert layer_of("sapiens2_ft.training.cli") == 4 and layer_of("sapiens2_ft.compat") == 2

@@ -23,13 +23,12 @@ import torch
 from torch import nn
 
 from datamodules.boundary.writes import write_array, write_image
-from datamodules.dense.augment import validation_fit
 from datamodules.dense.geometry import letterbox_matrix, stretch_matrix
 from datamodules.transforms import affine
 from sapiens2_ft.models.factory import LoadReport, label_rows
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.tasks.dense_maps import unwarp
-from sapiens2_ft.tasks.spec import TaskSpec
+from sapiens2_ft.tasks.spec import LETTERBOX, TaskSpec
 from sapiens2_ft.tasks.task_model import build_task_model
 from sapiens2_ft.tasks.sample_pictures import SheetLabels
 
@@ -218,7 +217,7 @@ class TaskInference:
                              f"{self.task}")
         if focal is not None and not focal > 0:
             raise ValueError(f"focal: the focal length in pixels must be > 0, got {focal}")
-        fit = letterbox_matrix if validation_fit(None, self.task) == "letterbox" else stretch_matrix
+        fit = letterbox_matrix if self.spec.resize == LETTERBOX else stretch_matrix
         matrices = [fit(image.shape[:2], self.input_size) for image in images]
         crops = np.stack([affine.warp_image(image, m, self.input_size) for image, m in zip(images, matrices)])
         device = self.device

@@ -12,13 +12,14 @@ from typing import Callable, Mapping, Sequence
 
 from torch import nn
 
-from datamodules.dense.targets.spec import TargetSpec
+from datamodules.dense.target_spec import TargetSpec
 from sapiens2_ft.models.factory import LoadReport
 
 TASK_KEY = "sapiens2_ft_task"  # the task an exported model's config.json records (training/hf_export.py)
-DENSE_DATA = "datamodules.dense_datamodule.DenseDataModule"  # the data module of the whole-image tasks
+DENSE_DATA = "sapiens2_ft.tasks.dense_data.DenseTaskData"  # the data module of the whole-image tasks
 KEYPOINT_LINKS = (("data.keypoints", "model.keypoints"), ("data.input_size", "model.input_size"))
 DENSE_LINKS = (("task", "data.task"), ("data.input_size", "model.input_size"))
+LETTERBOX, STRETCH = "letterbox", "stretch"  # how a whole image is resized to the input (``TaskSpec.resize``)
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,10 @@ class Data:
     """Its data as the data layer and the data check see it.
 
     Args:
-        targets: Its dense target spec in the data layer (``datamodules/dense/targets``), if a dense task.
+        targets: Its target spec, what the data layer is handed (``datamodules.dense.target_spec.TargetSpec``: files,
+            loading, the item, how its maps move, augmentation, filters, and so the resize it is trained, validated
+            and predicted with; the task's ``targets.py``); None: not a whole-image task (pose's person crops,
+            multi-task pretraining).
         draw_sample: How the data-check sheet draws one training sample and its targets (the task's ``draw.py``,
             which also draws its panels and predict pictures); None: no sheet.
     """
@@ -124,6 +128,12 @@ class TaskSpec:
     data: Data = field(default_factory=Data)
     export: Export = field(default_factory=Export)
     inference: str | None = None
+
+    @property
+    def resize(self) -> str | None:
+        """How a whole image is resized to the network input in training, validation, predict and the export:
+        ``letterbox`` or ``stretch`` (its target spec's); None for a task of person crops or of no model."""
+        return self.data.targets.resize if self.data.targets is not None else None
 
     def holds(self, config) -> bool:
         """Whether a saved model's ``config`` (``Sapiens2Config``) is of this task: the task it records, else (a

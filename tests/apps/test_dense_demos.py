@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from datamodules.dense_datamodule import DenseDataModule
+from sapiens2_ft.tasks.dense_data import DenseTaskData
 from conftest import DEMO_IMAGES
 from sapiens2_ft.tasks.matting.metric import MattingMetrics
 from sapiens2_ft.tasks.normal.metric import NormalMetrics
@@ -42,7 +42,7 @@ BOUNDS = {"seg": 0.22, "normal": 29.5, "matting": 4.6, "pointmap": 0.55}
 
 
 def _val_batches(root, task):
-    dm = DenseDataModule(task, root=str(root), input_size=(256, 192), batch_size=16, num_workers=0)
+    dm = DenseTaskData(task, root=str(root), input_size=(256, 192), batch_size=16, num_workers=0)
     dm.setup("validate")
     return list(dm.val_dataloader())
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 from transformers import Sapiens2ForNormalEstimation, Sapiens2ForPointmapEstimation, Sapiens2HeadConfig
 
-from datamodules.dense_datamodule import DenseDataModule
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.tasks.albedo.module import AlbedoModule
+from sapiens2_ft.tasks.dense_data import DenseTaskData
 from sapiens2_ft.tasks.matting.module import MattingModule
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pointmap.module import PointmapModule, to_metric
@@ -28,7 +28,7 @@ SAVED = {"seg": [".png"], "normal": [".npy", "_normal.png"], "pointmap": [".npy"
 
 
 def _batch(root: Path, task: str, split: str = "train") -> dict:
-    dm = DenseDataModule(task, root=str(root), input_size=SIZE, batch_size=2, num_workers=0)
+    dm = DenseTaskData(task, root=str(root), input_size=SIZE, batch_size=2, num_workers=0)
     dm.setup("fit")
     loader = dm.train_dataloader() if split == "train" else dm.val_dataloader()
     return next(iter(loader))

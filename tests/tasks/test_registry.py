@@ -7,9 +7,9 @@ import inspect
 import pytest
 import transformers
 
-from datamodules.dense.targets import TARGETS
 from sapiens2_ft.tasks.base import RunModule, TaskInterface, TaskModule
 from sapiens2_ft.tasks.inference import TaskInference
+from sapiens2_ft.tasks.spec import DENSE_DATA
 from sapiens2_ft.tasks.registry import (
     TASK_KEY,
     TASKS,
@@ -61,10 +61,19 @@ def test_each_entry_names_importable_classes_of_its_task(task):
         assert spec.model.released_labels is not None and len(spec.model.released_labels()) > 0
 
 
-def test_dense_tasks_are_the_data_layers_target_specs():
-    dense = {name for name, spec in TASKS.items() if spec.data.targets is not None}
-    assert dense == set(TARGETS)
-    assert all(TASKS[name].data.targets is TARGETS[name] and TARGETS[name].task == name for name in dense)
+def test_whole_image_tasks_hand_their_targets_to_the_data_layer():
+    """Each task with a target spec trains on the dense data module, which gets that spec by the task's name from the
+    registry (the data layer holds no list of tasks); the others have their own data module."""
+    from sapiens2_ft.tasks.dense_data import dense_targets
+
+    for name, spec in TASKS.items():
+        targets = spec.data.targets
+        assert (targets is not None) == (spec.training.datamodule == DENSE_DATA), name
+        if targets is not None:
+            assert targets.task == name and dense_targets(name) is targets and spec.resize == targets.resize
+        else:
+            with pytest.raises(ValueError, match=f"task '{name}' has no per-pixel targets"):
+                dense_targets(name)
 
 
 def test_each_transformers_class_has_one_task_of_its_own():

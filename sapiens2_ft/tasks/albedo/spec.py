@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datamodules.dense.targets import TARGETS
 from sapiens2_ft.tasks import heads
 from sapiens2_ft.tasks.albedo import draw
+from sapiens2_ft.tasks.albedo.targets import TARGETS
 from sapiens2_ft.tasks.spec import DENSE_DATA, DENSE_LINKS, Data, Export, Model, TaskSpec, Training
 
 ALBEDO = TaskSpec(
@@ -13,7 +13,7 @@ ALBEDO = TaskSpec(
     # normal's class: a released normal checkpoint (no recorded task) stays normal.
     Model("Sapiens2ForNormalEstimation", outputs=("albedo_r", "albedo_g", "albedo_b"), heads=heads.PIXEL_SHUFFLE_HEADS,
           shares_class=True),
-    Data(TARGETS["albedo"], draw.draw_sample),
+    Data(TARGETS, draw.draw_sample),
     Export(auto_class="AutoModelForNormalEstimation",  # the class it shares
            predicts="the RGB albedo (the surface colour before lighting) for every pixel",  # no Hub task tag fits
            decode="normals (B, 3, h, w): RGB albedo (the surface colour before lighting), clamp to [0, 1]; resize to "

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datamodules.dense.targets import TARGETS
 from sapiens2_ft.tasks import heads
 from sapiens2_ft.tasks.matting import draw
+from sapiens2_ft.tasks.matting.targets import TARGETS
 from sapiens2_ft.tasks.spec import DENSE_DATA, DENSE_LINKS, Data, Export, Model, TaskSpec, Training
 
 MATTING = TaskSpec(
@@ -12,7 +12,7 @@ MATTING = TaskSpec(
     Training("sapiens2_ft.tasks.matting.module.MattingModule", DENSE_DATA, ("val/sad", "min"), links=DENSE_LINKS),
     Model("Sapiens2ForImageMatting", outputs=("foreground_r", "foreground_g", "foreground_b", "alpha"),
           heads=heads.PIXEL_SHUFFLE_HEADS),
-    Data(TARGETS["matting"], draw.draw_sample),
+    Data(TARGETS, draw.draw_sample),
     Export(auto_class="AutoModelForImageMatting", pipeline_tag="image-segmentation",
            predicts="an alpha matte and the foreground colours of the people",
            decode="alphas (B, 1, h, w) and foregrounds (B, 3, h, w), in [0, 1]: resize to the input size, undo the "

@@ -8,6 +8,6 @@ from sapiens2_ft.tasks.spec import KEYPOINT_LINKS, Model, TaskSpec, Training
 MULTITASK = TaskSpec(
     "multitask",
     Training("sapiens2_ft.tasks.multitask.module.MultiTaskModule",
-             "datamodules.multitask_datamodule.MultiTaskDataModule", ("val/loss", "min"), links=KEYPOINT_LINKS),
+             "sapiens2_ft.tasks.multitask.data.PretrainingData", ("val/loss", "min"), links=KEYPOINT_LINKS),
     Model(label_kind="keypoint"),
 )

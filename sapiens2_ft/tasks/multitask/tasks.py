@@ -10,3 +10,5 @@ from sapiens2_ft.tasks.pose.spec import POSE
 from sapiens2_ft.tasks.seg.spec import SEG
 
 PRETRAINING_TASKS = {spec.name: spec for spec in (POSE, SEG, NORMAL, POINTMAP, MATTING)}
+# Those of whole images with per-pixel targets (the others' are person crops).
+PRETRAINING_DENSE_TASKS = tuple(name for name, spec in PRETRAINING_TASKS.items() if spec.data.targets is not None)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datamodules.dense.targets import TARGETS
 from sapiens2_ft.tasks import heads
 from sapiens2_ft.tasks.pointmap import draw
 from sapiens2_ft.tasks.pointmap.scale_head import fit_scale_head
+from sapiens2_ft.tasks.pointmap.targets import TARGETS
 from sapiens2_ft.tasks.spec import DENSE_DATA, DENSE_LINKS, Data, Export, Model, TaskSpec, Training
 
 POINTMAP = TaskSpec(
@@ -13,7 +13,7 @@ POINTMAP = TaskSpec(
     Training("sapiens2_ft.tasks.pointmap.module.PointmapModule", DENSE_DATA, ("val/l2", "min"), links=DENSE_LINKS),
     Model("Sapiens2ForPointmapEstimation", outputs=("x", "y", "z"), heads=heads.POINTMAP_HEADS,
           fit_model=fit_scale_head),
-    Data(TARGETS["pointmap"], draw.draw_sample),
+    Data(TARGETS, draw.draw_sample),
     Export(auto_class="AutoModelForPointmapEstimation", pipeline_tag="depth-estimation",
            predicts="camera XYZ in metres for every pixel (a pointmap: depth and 3-D shape)",
            decode="pointmaps (B, 3, h, w): canonical camera XYZ (focal 768); scales (B, 1): metric XYZ = "

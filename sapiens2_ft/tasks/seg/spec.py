@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datamodules.body_parts import SAPIENS2_PART_CLASSES, resolve_class_names
-from datamodules.dense.targets import TARGETS
 from sapiens2_ft.tasks import heads
 from sapiens2_ft.tasks.seg import draw
+from sapiens2_ft.tasks.seg.targets import TARGETS
 from sapiens2_ft.tasks.spec import DENSE_DATA, DENSE_LINKS, Data, Export, Model, TaskSpec, Training
 
 SEG = TaskSpec(
@@ -15,7 +15,7 @@ SEG = TaskSpec(
                                    resolve_class_names),)),
     Model("Sapiens2ForSemanticSegmentation", label_kind="class", label_arg="class_names", heads=heads.SEG_HEADS,
           released_labels=lambda: SAPIENS2_PART_CLASSES),
-    Data(TARGETS["seg"], draw.draw_sample),
+    Data(TARGETS, draw.draw_sample),
     Export(auto_class="AutoModelForSemanticSegmentation", pipeline_tag="image-segmentation",
            predicts="a body-part class for every pixel",
            decode="logits (B, C, h, w): resize to the input size, argmax over C = class ids (id2label), then undo the "

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from datamodules.dense.geometry import back_project, canonical_pointmap
+from sapiens2_ft.tasks.dense_data import dense_targets
 from sapiens2_ft.tasks.pointmap.loss import pointmap_loss
 from sapiens2_ft.tasks.pointmap.module import PointmapModule, to_metric
 
@@ -218,7 +219,7 @@ def test_round_trip_depth_and_K_to_canonical_to_metric():
     mask = rng.random((256, 192)) > 0.2
     camera = torch.from_numpy(back_project(depth, K)).permute(2, 0, 1)
     for source in ({"depth": depth}, {"pointmap": back_project(depth, K)}):
-        item = to_item({"image": np.zeros((256, 192, 3), np.uint8), "K": K, "mask": mask, **source}, "pointmap")
+        item = to_item({"image": np.zeros((256, 192, 3), np.uint8), "K": K, "mask": mask, **source}, dense_targets("pointmap"))
         assert item["scale"].item() == pytest.approx(768.0 / 612.0)
         valid = torch.from_numpy(mask)
         upstream_target = camera * (768.0 / 612.0)  # X, Y and Z all times the scale

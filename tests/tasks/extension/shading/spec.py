@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datamodules.dense.targets.shading import SHADING as TARGETS
 from sapiens2_ft.tasks import heads
 from sapiens2_ft.tasks.shading import draw
+from sapiens2_ft.tasks.shading.targets import TARGETS
 from sapiens2_ft.tasks.spec import DENSE_DATA, DENSE_LINKS, Data, Export, Model, TaskSpec, Training
 
 SHADING = TaskSpec(
