@@ -96,8 +96,14 @@ class Export:
         auto_class: The transformers Auto class an export loads with (its model card's example).
         pipeline_tag: The Hugging Face Hub's task tag of its model card, where the Hub has one for the task.
         predicts: What the model gives, in a phrase for its model card.
-        decode: How a runtime without this package turns the model's raw outputs into results (``onnx_config.json``).
-        processor: Settings of its ``preprocessor_config.json`` beyond the normalisation.
+        decode: How a runtime without this package turns the model's raw outputs into results (``onnx_config.json``;
+            undoing the resize follows, from ``TaskSpec.resize``).
+        processor: Settings of its ``preprocessor_config.json`` beyond the normalisation and the resize (``do_pad``,
+            from ``TaskSpec.resize``).
+        post_process: The ``Sapiens2ImageProcessor`` method that turns its outputs into results at an image's size,
+            where one fits the task; None: none does (its transformers class's belongs to another task).
+        unpads: Whether ``post_process`` removes the letterbox's padding (given the images' sizes, in input pixels:
+            on maps at the input size only); False: it only resizes, which undoes a stretch and no letterbox.
     """
 
     auto_class: str | None = None
@@ -105,6 +111,8 @@ class Export:
     predicts: str = ""
     decode: str = ""
     processor: Mapping[str, object] = field(default_factory=dict)
+    post_process: str | None = None
+    unpads: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,19 @@ class TaskSpec:
         """How a whole image is resized to the network input in training, validation, predict and the export:
         ``letterbox`` or ``stretch`` (its target spec's); None for a task of person crops or of no model."""
         return self.data.targets.resize if self.data.targets is not None else None
+
+    def processor_settings(self) -> dict:
+        """Its ``Sapiens2ImageProcessor`` settings beyond the normalisation: ``do_pad`` (letterbox) from ``resize``,
+        then the task's own."""
+        return {"do_pad": self.resize == LETTERBOX, **self.export.processor}
+
+    def transformers_post_processes(self, output_scale: float) -> bool:
+        """Whether transformers' own ``post_process`` undoes its resize for a model whose maps come out at
+        ``output_scale`` of the input size (``models.head_size.output_scale``): a stretch at any size; a letterbox only
+        when the method removes padding and the maps are at the input size (it crops in input pixels)."""
+        if self.export.post_process is None or self.resize is None:
+            return False
+        return self.resize == STRETCH or (self.export.unpads and output_scale == 1.0)
 
     def holds(self, config) -> bool:
         """Whether a saved model's ``config`` (``Sapiens2Config``) is of this task: the task it records, else (a

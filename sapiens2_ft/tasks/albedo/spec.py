@@ -17,7 +17,6 @@ ALBEDO = TaskSpec(
     Export(auto_class="AutoModelForNormalEstimation",  # the class it shares
            predicts="the RGB albedo (the surface colour before lighting) for every pixel",  # no Hub task tag fits
            decode="normals (B, 3, h, w): RGB albedo (the surface colour before lighting), clamp to [0, 1]; resize to "
-                  "the input size and undo the letterbox.",
-           processor={"do_pad": True}),  # letterboxed as in training
+                  "the input size."),  # no post-processing: its class's (normal's) makes the colours unit vectors
     inference="sapiens2_ft.tasks.albedo.inference.AlbedoInference",
 )

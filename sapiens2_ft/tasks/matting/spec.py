@@ -15,8 +15,7 @@ MATTING = TaskSpec(
     Data(TARGETS, draw.draw_sample),
     Export(auto_class="AutoModelForImageMatting", pipeline_tag="image-segmentation",
            predicts="an alpha matte and the foreground colours of the people",
-           decode="alphas (B, 1, h, w) and foregrounds (B, 3, h, w), in [0, 1]: resize to the input size, undo the "
-                  "stretch to the image size.",
-           processor={"do_pad": False}),  # transformers' matting post-processing expects a stretched input
+           decode="alphas (B, 1, h, w) and foregrounds (B, 3, h, w), in [0, 1]: resize to the input size.",
+           post_process="post_process_image_matting"),  # resizes only: it keeps the letterbox's padding
     inference="sapiens2_ft.tasks.matting.inference.MattingInference",
 )

@@ -15,7 +15,7 @@ NORMAL = TaskSpec(
     Export(auto_class="AutoModelForNormalEstimation",  # the Hub has no normal-estimation task tag
            predicts="a camera-space surface normal for every pixel",
            decode="normals (B, 3, h, w): resize to the input size, divide by the norm per pixel = camera-space unit "
-                  "normals (x right, y down, z forward); undo the letterbox.",
-           processor={"do_pad": True}),  # letterboxed as in training; the post-processing removes the padding
+                  "normals (x right, y down, z forward).",
+           post_process="post_process_normal_estimation", unpads=True),
     inference="sapiens2_ft.tasks.normal.inference.NormalInference",
 )

@@ -17,7 +17,7 @@ POINTMAP = TaskSpec(
     Export(auto_class="AutoModelForPointmapEstimation", pipeline_tag="depth-estimation",
            predicts="camera XYZ in metres for every pixel (a pointmap: depth and 3-D shape)",
            decode="pointmaps (B, 3, h, w): canonical camera XYZ (focal 768); scales (B, 1): metric XYZ = "
-                  "pointmaps / scale on all three axes; resize to the input size and undo the letterbox.",
-           processor={"do_pad": True}),
+                  "pointmaps / scale on all three axes; resize to the input size.",
+           post_process="post_process_pointmap_estimation", unpads=True),
     inference="sapiens2_ft.tasks.pointmap.inference.PointmapInference",
 )

@@ -28,6 +28,6 @@ POSE = TaskSpec(
                   "y * (H - 1) / (h - 1) (UDP), then through the inverse crop affine; score: the map's value there "
                   "(heatmaps), or its probability mass within 2 sigma (logits). Flip test: average with the maps of "
                   "the mirrored crop, mirrored back and rows swapped by flip_pairs.",
-           processor={"do_pad": False, "keypoint_heatmap_downscale_factor": 4}),
+           processor={"keypoint_heatmap_downscale_factor": 4}),
     inference="sapiens2_ft.tasks.pose.inference.PoseInference",
 )

@@ -18,8 +18,7 @@ SEG = TaskSpec(
     Data(TARGETS, draw.draw_sample),
     Export(auto_class="AutoModelForSemanticSegmentation", pipeline_tag="image-segmentation",
            predicts="a body-part class for every pixel",
-           decode="logits (B, C, h, w): resize to the input size, argmax over C = class ids (id2label), then undo the "
-                  "stretch to the image size.",
-           processor={"do_pad": False}),  # transformers' seg post-processing expects a stretched input
+           decode="logits (B, C, h, w): resize to the input size, argmax over C = class ids (id2label).",
+           post_process="post_process_semantic_segmentation"),  # resizes: undoes the stretch
     inference="sapiens2_ft.tasks.seg.inference.SegmentationInference",
 )

@@ -14,8 +14,6 @@ SHADING = TaskSpec(
     Model("Sapiens2ForNormalEstimation", outputs=("shading",), heads=heads.PIXEL_SHUFFLE_HEADS, shares_class=True),
     Data(TARGETS, draw.draw_sample),
     Export(auto_class="AutoModelForNormalEstimation", predicts="a grey shading in [0, 1] for every pixel",
-           decode="normals (B, 1, h, w): the sigmoid = shading in [0, 1]; resize to the input size and undo the "
-                  "letterbox.",
-           processor={"do_pad": True}),  # letterboxed as in training
+           decode="normals (B, 1, h, w): the sigmoid = shading in [0, 1]; resize to the input size."),
     inference="sapiens2_ft.tasks.shading.inference.ShadingInference",
 )
