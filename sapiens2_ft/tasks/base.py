@@ -142,6 +142,9 @@ class TaskModule(L.LightningModule):
         frozen_dtype: Storage of the frozen layers' weights (with ``freeze`` or ``lora``) in training: ``auto``
             (the autocast dtype of ``trainer.precision``: bfloat16 under bf16-mixed, else float32), ``float32``,
             ``bfloat16`` or ``float16`` (these two need the matching mixed precision). Trained weights stay float32.
+
+    A task module passes ``_inference_options``, the arguments of its inference class beyond the input size (pose: its
+    keypoint set, flip test, sigma and heatmap output), from its own arguments (private: not a config key).
     """
 
     spec: ClassVar[TaskSpec]  # the task's spec (``tasks/<task>/spec.py``), set by each subclass
@@ -164,9 +167,10 @@ class TaskModule(L.LightningModule):
         freeze_blocks: int = 0,
         lora: LoraOptions = LoraOptions(),
         frozen_dtype: str = "auto",
+        _inference_options: dict | None = None,
     ):
         super().__init__()
-        self.save_hyperparameters()  # the subclass's arguments too
+        self.save_hyperparameters(ignore=["_inference_options"])  # the subclass's arguments too
         problems = type(self).check_options(**self.hparams)
         if problems:
             raise ConfigProblems(problems)
@@ -175,11 +179,11 @@ class TaskModule(L.LightningModule):
         self.optim = as_dataclass(OptimConfig, optim)
         self.scale = as_dataclass(ScaleConfig, scale)
         self.lora = as_dataclass(LoraOptions, lora)
-        # What the task does with its model (forward pass, decoding, files, pictures): the model is set on it too.
-        self.inference = (self.inference_class(input_size, **self.inference_options())
+        self.model: nn.Module | None = None  # built in configure_model, for the trainer's strategy
+        # What the task does with its model (forward pass, decoding, files, pictures); it runs this module's model.
+        self.inference = (self.inference_class(input_size, **(_inference_options or {})).held_by(self)
                           if self.inference_class is not None else None)
         self.labels: list[str] = list(self.inference.labels if self.inference is not None else self.spec.model.outputs)
-        self.model: nn.Module | None = None  # built in configure_model, for the trainer's strategy
         self.load_report: LoadReport | None = None
         self.val_metrics = None  # the task's torchmetrics Metric (pose: made at the first validation)
         self._saved: list[tuple[str, dict[str, np.ndarray]]] = []
@@ -233,16 +237,7 @@ class TaskModule(L.LightningModule):
     def monitor(self) -> tuple[str, str]:
         return self.spec.training.monitor
 
-    def __setattr__(self, name: str, value) -> None:
-        super().__setattr__(name, value)
-        if name == "model" and self.__dict__.get("inference") is not None:
-            self.inference.model = value  # the inference object runs the model this module holds, whoever sets it
-
     # -- the model ---------------------------------------------------------------------------
-
-    def inference_options(self) -> dict:
-        """Arguments of the task's inference class beyond the input size, from this module's (``self.hparams``)."""
-        return {}
 
     @classmethod
     def options_from_model(cls, directory: Path, config, labels=None) -> dict:

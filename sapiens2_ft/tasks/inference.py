@@ -93,8 +93,9 @@ class ImageFiles:
 class TaskInference:
     """A task's trained model and everything prediction does with it (see the module docstring).
 
-    ``model``: the transformers model (or a stand-in called the same way, such as ``models.onnx.OnnxModel``),
-    built by ``build`` or set by the task's LightningModule; ``input_size``: the network input (H, W).
+    ``model``: the transformers model (or a stand-in called the same way, such as ``models.onnx.OnnxModel``), built
+    by ``build`` or given; or, held by the task's LightningModule (``held_by``), the model that module owns;
+    ``input_size``: the network input (H, W).
     """
 
     spec: ClassVar[TaskSpec]  # the task's spec (``tasks/<task>/spec.py``)
@@ -105,7 +106,7 @@ class TaskInference:
 
     def __init__(self, input_size: Sequence[int] = (256, 192), model: nn.Module | None = None):
         self.input_size = (int(input_size[0]), int(input_size[1]))
-        self.model = model
+        self._model, self._holder = model, None
         self.labels: list[str] = list(self.spec.model.outputs)  # a label-set task sets its own
         self.load_report: LoadReport | None = None  # what ``build`` did with the weights, when it built the model
         self._device = torch.device("cpu")
@@ -114,6 +115,22 @@ class TaskInference:
     def task(self) -> str:
         """The task's name (its spec's)."""
         return self.spec.name
+
+    @property
+    def model(self) -> nn.Module | None:
+        """The model it runs: its own, or the one of the module that holds it (one owner)."""
+        return self._holder.model if self._holder is not None else self._model
+
+    @model.setter
+    def model(self, model: nn.Module | None) -> None:
+        if self._holder is not None:
+            raise AttributeError(f"this {self.task} inference object runs its module's model: set the module's")
+        self._model = model
+
+    def held_by(self, holder) -> "TaskInference":
+        """Run the model ``holder`` owns (its task's LightningModule, whoever sets that module's ``model``)."""
+        self._holder = holder
+        return self
 
     @property
     def device(self) -> torch.device:
@@ -125,7 +142,7 @@ class TaskInference:
         """The model in eval mode on ``device``."""
         self._device = torch.device(device)
         if isinstance(self.model, nn.Module):
-            self.model = self.model.eval().to(self._device)
+            self.model.eval().to(self._device)  # in place
         return self
 
     # -- the model -------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 import pytest
+import torch
 import transformers
 
 from sapiens2_ft.tasks.base import RunModule, TaskInterface, TaskModule
@@ -105,6 +106,13 @@ def test_task_modules_keep_the_contract(task):
     assert set(COMMON_KEYS) <= set(module.hparams)  # the base's arguments, passed through **kwargs
     own = [p for p in inspect.signature(type(module).__init__).parameters if p not in ("self", "kwargs")]
     assert not set(own) & set(COMMON_KEYS)  # declared once, in the base
+    assert "_inference_options" not in module.hparams  # the inference object's arguments are the module's own
+    # One owner of the model: the module's is the one its inference object runs, whoever sets it.
+    stand_in = torch.nn.Linear(1, 1)
+    module.model = stand_in
+    assert module.inference.model is stand_in
+    with pytest.raises(AttributeError, match="runs its module's model"):
+        module.inference.model = torch.nn.Linear(1, 1)
 
 
 @pytest.mark.parametrize("task", ["pose", "seg"])
@@ -117,3 +125,4 @@ def test_the_cli_resolves_the_base_arguments_with_their_docs(task, capsys):
     for key in COMMON_KEYS:
         assert (linked.get(key) or f"--model.{key}") in text, key
     assert "--model.size SIZE Backbone preset when ``pretrained`` is unset" in text  # the base's docstring
+    assert "inference_options" not in text  # what a module hands its inference object is no config key

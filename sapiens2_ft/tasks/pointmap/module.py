@@ -49,11 +49,8 @@ class PointmapModule(TaskModule):
 
     def __init__(self, loss_weights: dict[str, float] = dict(DEFAULT_WEIGHTS), canonical_focal: float = 768.0,
                  **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(**kwargs, _inference_options={"canonical_focal": canonical_focal})
         self.val_metrics = PointmapMetrics()
-
-    def inference_options(self) -> dict:
-        return {"canonical_focal": self.hparams.canonical_focal}
 
     def check_focal(self, batch: PointmapBatch) -> None:
         """The data's canonical focal (scale x fx of the image) must be ``canonical_focal``; checked once."""

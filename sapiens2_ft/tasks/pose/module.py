@@ -62,14 +62,11 @@ class PoseModule(TaskModule):
         flip_test: bool = True,
         **kwargs,
     ):
-        super().__init__(**kwargs)
+        heatmap_output = LOGITS_OUTPUT if loss == "heatmap_ce" else "heatmaps"
+        super().__init__(**kwargs, _inference_options=dict(keypoints=keypoints, flip_test=flip_test, sigma=sigma,
+                                                           heatmap_output=heatmap_output))
         self.metainfo = self.inference.metainfo
         self.loss_fn = LOSSES[loss]
-
-    def inference_options(self) -> dict:
-        hp = self.hparams
-        return {"keypoints": hp.keypoints, "flip_test": hp.flip_test, "sigma": hp.sigma,
-                "heatmap_output": LOGITS_OUTPUT if hp.loss == "heatmap_ce" else "heatmaps"}
 
     @classmethod
     def options_from_model(cls, directory: Path, config, labels: str | None = None) -> dict:
