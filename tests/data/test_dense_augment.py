@@ -196,6 +196,20 @@ def test_upstream_pipelines_flip_equivariant(dense_root, task):
         np.testing.assert_allclose(flipped["normals"][:, ::-1] * [-1, 1, 1], plain["normals"], atol=1e-6)
 
 
+def test_seg_pipeline_replaces_the_background_of_the_class_ids_it_is_declared():
+    """A new background goes behind the pixels whose class id (the map its target spec declares ``classes``) is 0;
+    the figure keeps one colour (its colours are matched to the new background as a whole)."""
+    seg = dense_targets("seg")
+    labels = np.zeros((128, 96), np.uint8)
+    labels[30:100, 20:70] = 3
+    sample = {"image": np.full((128, 96, 3), 200, np.uint8), "labels": labels}
+    transform = DenseTransform(SIZE, resolve_augment(dict(OFF, background_prob=1.0), seg), maps=seg.maps)
+    out = transform(sample, np.random.default_rng(0))
+    figure = out["labels"] == 3
+    assert figure.sum() == 70 * 50 and len(np.unique(out["image"][figure].reshape(-1, 3), axis=0)) == 1
+    assert out["image"][~figure].reshape(-1, 3).std(0).max() > 5  # a new, varied background
+
+
 def test_seg_crop_is_redrawn_while_one_class_dominates():
     labels = np.zeros((400, 300), np.uint8)
     labels[300:, 200:] = 7
