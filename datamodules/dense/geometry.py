@@ -32,7 +32,6 @@ from datamodules.dense.maps import MapRule
 
 CANONICAL_FOCAL = 768.0
 IGNORE_INDEX = 255
-FITS = ("letterbox", "stretch")
 
 
 def flip_classes_from_names(class_names) -> list[int]:

@@ -10,11 +10,11 @@ import numpy as np
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
 from datamodules.dense.augment import PIPELINES, DenseAugment, resolve_augment
 from datamodules.dense.geometry import (
-    FITS, SAPIENS2_FLIP_CLASSES, check_flip_classes, fit_scale, flip_sample, letterbox_matrix, scale_offset_matrix,
+    SAPIENS2_FLIP_CLASSES, check_flip_classes, fit_scale, flip_sample, letterbox_matrix, scale_offset_matrix,
     stretch_matrix, warp_sample,
 )
 from datamodules.dense.maps import MapRule
-from datamodules.dense.pipelines import GENERIC_PIPELINE
+from datamodules.dense.pipelines import FITS, GENERIC_PIPELINE, LETTERBOX
 from datamodules.transforms.photometric import colour_pipeline, degrade_pipeline
 
 
@@ -30,7 +30,7 @@ class DenseTransform:
     """
 
     def __init__(self, input_size: tuple[int, int], augment: DenseAugment | dict | None = None, flip_classes=None,
-                 num_classes: int = len(SAPIENS2_PART_CLASSES), fit: str = "letterbox",
+                 num_classes: int = len(SAPIENS2_PART_CLASSES), fit: str = LETTERBOX,
                  maps: Mapping[str, MapRule] | None = None):
         if fit not in FITS:
             raise ValueError(f"dense/transforms.py: fit must be one of {FITS}, got {fit!r}")
@@ -54,7 +54,7 @@ class DenseTransform:
         """Pixel affine: without ``rng`` the validation fit; with it the generic pipeline's random scale
         (``scale_range`` x the letterbox fit) and random crop / pad."""
         if rng is None or self.augment is None:
-            return (letterbox_matrix if self.fit == "letterbox" else stretch_matrix)(shape, self.input_size)
+            return (letterbox_matrix if self.fit == LETTERBOX else stretch_matrix)(shape, self.input_size)
         out_h, out_w = self.input_size
         scale = fit_scale(shape, self.input_size)
         low, high = self.augment.scale_range

@@ -44,7 +44,7 @@ MAX_PANEL_SAMPLES = 8  # validation samples kept for the image panels
 class RunModule(Protocol):
     """What the training layer (CLI, callbacks, run summary) uses of a module: every task module has it."""
 
-    task: str  # the task registry's name
+    task: str  # the task's name (its spec's)
     monitor: tuple[str, str]  # (metric, "max" | "min") of checkpoint selection
     labels: list[str]  # output names a resumed or initialised run must match
 

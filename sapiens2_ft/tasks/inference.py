@@ -24,11 +24,12 @@ from torch import nn
 
 from datamodules.boundary.writes import write_array, write_image
 from datamodules.dense.geometry import letterbox_matrix, stretch_matrix
+from datamodules.dense.pipelines import LETTERBOX
 from datamodules.transforms import affine
 from sapiens2_ft.models.factory import LoadReport, label_rows
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.tasks.dense_maps import unwarp
-from sapiens2_ft.tasks.spec import LETTERBOX, TaskSpec
+from sapiens2_ft.tasks.spec import TaskSpec
 from sapiens2_ft.tasks.task_model import build_task_model
 from sapiens2_ft.tasks.sample_pictures import SheetLabels
 

@@ -12,6 +12,7 @@ from typing import Callable, Mapping, Sequence
 
 from torch import nn
 
+from datamodules.dense.pipelines import LETTERBOX, STRETCH
 from datamodules.dense.target_spec import TargetSpec
 from sapiens2_ft.models.factory import LoadReport
 
@@ -19,7 +20,6 @@ TASK_KEY = "sapiens2_ft_task"  # the task an exported model's config.json record
 DENSE_DATA = "sapiens2_ft.tasks.dense_data.DenseTaskData"  # the data module of the whole-image tasks
 KEYPOINT_LINKS = (("data.keypoints", "model.keypoints"), ("data.input_size", "model.input_size"))
 DENSE_LINKS = (("task", "data.task"), ("data.input_size", "model.input_size"))
-LETTERBOX, STRETCH = "letterbox", "stretch"  # how a whole image is resized to the input (``TaskSpec.resize``)
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ import torch
 from datamodules.boundary.files import read_json
 from datamodules.boundary.folders import handed_file
 from datamodules.boundary.writes import staged, write_json
+from datamodules.dense.pipelines import LETTERBOX, STRETCH
 from sapiens2_ft.models.onnx import DTYPES, ONNX_FILE, export_onnx
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
 from sapiens2_ft.tasks.registry import TASKS, model_class, takes_person_boxes, task_of_config, task_spec
 from sapiens2_ft.tasks.saved_model import PREPROCESSOR_FILE, exported_input_size
-from sapiens2_ft.tasks.spec import LETTERBOX, STRETCH
 from sapiens2_ft.training.export_dir import export_files, recording
 
 ONNX_CONFIG_FILE = "onnx_config.json"

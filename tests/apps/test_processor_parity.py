@@ -20,10 +20,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from datamodules.dense.pipelines import LETTERBOX
 from sapiens2_ft.models.head_size import output_scale
-from sapiens2_ft.tasks import heads
 from sapiens2_ft.tasks.registry import TASKS, inference_class
-from sapiens2_ft.tasks.spec import LETTERBOX
 from sapiens2_ft.training.hf_export import preprocessor_config
 from transformers_processor import preprocess, processor
 
