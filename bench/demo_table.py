@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for task in args.tasks:
         prepare_data(task, args.work)
-        monitor = TASKS[task].monitor[0].removeprefix("val/")  # the summary drops the prefix
+        monitor = TASKS[task].training.monitor[0].removeprefix("val/")  # the summary drops the prefix
         for seed in args.seeds:
             name = f"{task}-seed{seed}" + ("-new" if args.new_head else "")
             result = run_demo(task, seed, args.work / name, extra)

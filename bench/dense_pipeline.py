@@ -26,9 +26,10 @@ import torch  # noqa: E402
 
 from bench.timing import paired  # noqa: E402
 from datamodules.dense import augment as dense_augment, geometry as dense_geometry  # noqa: E402
-from datamodules.dense_dataset import DenseDataset  # noqa: E402
 from datamodules.dense.files import list_samples  # noqa: E402
+from datamodules.dense_dataset import DenseDataset  # noqa: E402
 from datamodules.synthetic import generate_dataset  # noqa: E402
+from sapiens2_ft.tasks.dense_data import dense_targets  # noqa: E402
 
 GEOMETRY = {"seg": dict(scale_prob=1.0, crop_prob=0.3, rotate_prob=0.5),
             "normal": dict(scale_prob=1.0, crop_prob=1.0, rotate_prob=0.5),
@@ -64,8 +65,8 @@ def main() -> None:
               f"median of {args.rounds} alternating pairs")
         print(f"{'task':<9} {'opencv (before)':>16} {'gather (now)':>13} {'now / before':>13}")
         for task, geometry in GEOMETRY.items():
-            samples, _ = list_samples(root, "train", task)
-            dataset = DenseDataset(samples, task, tuple(args.input_size), augment=geometry)
+            samples, _ = list_samples(root, "train", dense_targets(task))
+            dataset = DenseDataset(samples, dense_targets(task), tuple(args.input_size), augment=geometry)
 
             def one_pass(nearest):
                 def run():

@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--size", default="mini", help="a size preset: tiny, mini (the demos' backbone), 0.4b, ...")
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
-    model, _ = build_task_model("normal", list(task_spec("normal").outputs), (256, 192), size=args.size)
+    model, _ = build_task_model("normal", list(task_spec("normal").model.outputs), (256, 192), size=args.size)
     grads = [torch.randn_like(p) for p in model.parameters()]
     print(f"{args.size}: {len(grads)} gradients, {sum(g.numel() for g in grads) / 1e6:.2f} M values, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}")

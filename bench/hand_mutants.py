@@ -65,7 +65,7 @@ HAND: tuple[HandMutant, ...] = (
         why="the speed filter uses min_cutoff: d_cutoff does nothing (the defaults set the two equal)",
         tests=(f"{SMOOTHING_TESTS}::test_d_cutoff_low_passes_the_speed_apart_from_min_cutoff",)),
     HandMutant(
-        "albedo-read-as-bgr", "datamodules/dense/targets/albedo.py",
+        "albedo-read-as-bgr", "sapiens2_ft/tasks/albedo/targets.py",
         old="return cv2.cvtColor(image, cv2.COLOR_BGR2RGB).astype(np.float32) / 255.0",
         new="return image.astype(np.float32) / 255.0",
         why="albedo files read in OpenCV's BGR order: loss, PSNR and pictures agree with themselves, red is blue",

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from timing import paired  # noqa: E402
 
 from datamodules.dense_dataset import load_sample, to_item  # noqa: E402
-from datamodules.multitask_datamodule import PRETRAINING_DENSE_TASKS, MultiTaskDataModule  # noqa: E402
 from datamodules.transforms.topdown import TopdownAugment  # noqa: E402
+from sapiens2_ft.tasks.multitask.data import PretrainingData  # noqa: E402
 
 
 def main() -> None:
@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    dm = MultiTaskDataModule(root=str(args.root), input_size=(256, 192), batch_size=16, num_workers=0,
+    dm = PretrainingData(root=str(args.root), input_size=(256, 192), batch_size=16, num_workers=0,
                              pose_augment=TopdownAugment(rotate_factor=30.0, scale_range=(0.75, 1.25),
                                                          half_body_prob=0.0, dropout_prob=0.0))
     dm.setup("fit")
@@ -40,12 +40,12 @@ def main() -> None:
 
     def per_task_reads(index: int, rng) -> dict:  # each task's targets with its own decode of the image
         name, data = dataset.names[index], {}
-        for task in PRETRAINING_DENSE_TASKS:
-            data.update(load_sample(dataset.dense[task][name], task, 29))
+        for task, spec in dataset.targets.items():
+            data.update(load_sample(dataset.dense[task][name], spec, 29))
         data = dataset.transform(data, rng)
-        item = {"name": name, "pose": dataset.pose.item(index, rng)}
-        for task in PRETRAINING_DENSE_TASKS:
-            item[task] = to_item(data, task)
+        item = {"name": name, dataset.crops: dataset.pose.item(index, rng)}
+        for task, spec in dataset.targets.items():
+            item[task] = to_item(data, spec)
         return item
 
     indices = np.linspace(0, len(dataset) - 1, args.samples).astype(int)

@@ -49,7 +49,7 @@ def backends(model, size, directory: Path) -> tuple[dict, dict]:
 
 
 def bench(task: str, size, batch: int, rounds: int, preset: str) -> None:
-    labels = label_names(task, "coco17" if TASKS[task].label_arg == "keypoints" else None)
+    labels = label_names(task, "coco17" if TASKS[task].model.label_arg == "keypoints" else None)
     model, _ = build_task_model(task, labels, size, size=preset)
     model.eval()
     x = torch.randn(batch, 3, *size)

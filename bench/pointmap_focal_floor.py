@@ -21,7 +21,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from datamodules.dense_datamodule import DenseDataModule  # noqa: E402  (the path above first)
+from sapiens2_ft.tasks.dense_data import DenseTaskData  # noqa: E402  (the path above first)
 from sapiens2_ft.tasks.pointmap.module import to_metric  # noqa: E402
 
 
@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("--root", default=str(ROOT / "data/synthetic"))
     parser.add_argument("--split", default="val")
     args = parser.parse_args()
-    dm = DenseDataModule("pointmap", root=args.root, val_split=args.split, input_size=(256, 192), batch_size=16,
+    dm = DenseTaskData("pointmap", root=args.root, val_split=args.split, input_size=(256, 192), batch_size=16,
                          num_workers=0)
     dm.setup("validate")
     ranges, focals = [], []

@@ -26,10 +26,10 @@ import numpy as np
 from timing import median_seconds
 
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
-from datamodules.dense_datamodule import DenseDataModule
 from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.pose_datamodule import PoseDataModule
 from datamodules.synthetic import generate_dataset
+from sapiens2_ft.tasks.dense_data import DenseTaskData
 from sapiens2_ft.tasks.diagnostics import Bins, Diagnostics, confusion_image, error_histogram, keypoint_bar_chart
 from sapiens2_ft.tasks.sample_sheet import data_sheet, sheet_labels, split_batch, write_sheet
 from sapiens2_ft.training.callbacks.data_sheet import MAX_SHEET_SAMPLES
@@ -75,7 +75,7 @@ def main() -> None:
         common = dict(root=str(root), input_size=size, batch_size=MAX_SHEET_SAMPLES, num_workers=0)
         rows = [("data sheet, pose (16 samples + flipped copies)", sheet_seconds("pose", PoseDataModule(**common),
                                                                                  out, args.repeats)),
-                ("data sheet, seg (16 samples)", sheet_seconds("seg", DenseDataModule("seg", **common), out,
+                ("data sheet, seg (16 samples)", sheet_seconds("seg", DenseTaskData("seg", **common), out,
                                                                args.repeats))]
 
         names = load_metainfo("coco17").keypoint_names

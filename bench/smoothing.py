@@ -59,7 +59,7 @@ def load(task: str, model: str | None):
     from sapiens2_ft.tasks.registry import import_class, task_spec
 
     extra = {"keypoints": "coco17", "loss": "heatmap_ce"} if task == "pose" else {}
-    module = import_class(task_spec(task).module)(pretrained=str(BACKBONE), pretraining_head=True,
+    module = import_class(task_spec(task).training.module)(pretrained=str(BACKBONE), pretraining_head=True,
                                                   input_size=(256, 192), **extra)
     module.configure_model()
     return module.eval()

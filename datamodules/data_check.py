@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from datamodules.coco_keypoints import KeypointOrder, clip_box
 from datamodules.dense.files import list_images
-from datamodules.dense.targets import target_spec
+from datamodules.dense.target_spec import TargetSpec
 from datamodules.errors import DataError
 from datamodules.boundary.images import read_image
 from datamodules.boundary.files import read_json
@@ -304,16 +304,17 @@ class CropCoverage:
                        f"data.box_padding {keep:g} keeps them all", fatal=False)
 
 
-def check_dense(root: Path, split: str, task: str, num_classes: int, report: DataReport, decode: bool = True) -> None:
-    """Every image of ``root/split`` has its task's targets; with ``decode``, each file reads and passes its checks."""
-    spec = target_spec(task)
+def check_dense(root: Path, split: str, spec: TargetSpec, num_classes: int, report: DataReport,
+                decode: bool = True) -> None:
+    """Every image of ``root/split`` has the targets of the task of ``spec``; with ``decode``, each file reads and
+    passes its checks."""
     split_dir = Path(root) / split
     image_dir = split_dir / "images"
     if not image_dir.is_dir():
         report.add(image_dir, "-", "images", "an image folder")
         return
     images = list_images(split_dir)
-    for image in tqdm(images, desc=f"{split} {task}", unit="img", disable=not decode or len(images) < 200):
+    for image in tqdm(images, desc=f"{split} {spec.task}", unit="img", disable=not decode or len(images) < 200):
         where = f"sample {image.stem}"
         required, optional = spec.paths(split_dir, image.stem)
         absent = [(kind, path) for kind, path in required.items() if not path.is_file()]

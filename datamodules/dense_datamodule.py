@@ -1,4 +1,5 @@
-"""Dense-task (segmentation, normals, pointmap, matting) DataModule; file layout in ``dense.files``."""
+"""The DataModule of the whole-image tasks, given a task's target spec (the task layer hands it down:
+``sapiens2_ft/tasks/dense_data.py``); file layout in ``dense.files``."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from datamodules.dense_dataset import DenseDataset
 from datamodules.dense.files import list_samples
 from datamodules.dense.filters import DenseFilter
 from datamodules.dense.geometry import flip_classes_from_names
-from datamodules.dense.targets import DenseTask, target_spec
+from datamodules.dense.target_spec import TargetSpec
 from datamodules.errors import DataError
 from datamodules.hparams import as_dataclass, as_dataclasses
 from datamodules.mixing import MixedDataset
+from datamodules.shards.index import WHOLE_IMAGES
 from datamodules.shards.writer import Part
 
 
@@ -41,11 +43,11 @@ class DenseSource:
 
 
 class DenseDataModule(SampleDataModule):
-    """Per-pixel targets of one ``task`` from ``root/{split}/...`` folders matched by file stem (``root``,
+    """Per-pixel targets of one task from ``root/{split}/...`` folders matched by file stem (``root``,
     ``input_size``, loaders and ``synthetic``: see ``SampleDataModule``).
 
     Args:
-        task: ``seg``, ``normal``, ``pointmap`` or ``matting`` (linked from the top-level ``task``).
+        targets: The task's target spec (``dense.target_spec.TargetSpec``), handed down by the task layer.
         train_split: Training split folder (under ``root``).
         val_split: Validation split folder.
         num_classes: Segmentation classes (label values >= this, other than 255, are an error).
@@ -63,11 +65,12 @@ class DenseDataModule(SampleDataModule):
 
     # The class set is the model's hyper-parameter (linked, resolved); from the CLI this one would stay
     # unresolved and Lightning refuses to merge differing values.
-    hparams_ignore = ("class_names",)
+    # The target spec is code, not a hyper-parameter: its task's name is (``task``, from the CLI's config).
+    hparams_ignore = ("class_names", "targets")
 
     def __init__(
         self,
-        task: DenseTask = "seg",
+        targets: TargetSpec,
         train_split: str = "train",
         val_split: str = "val",
         num_classes: int = 29,
@@ -78,10 +81,10 @@ class DenseDataModule(SampleDataModule):
         train: list[DenseSource] | None = None,
         **kwargs,
     ):
-        target_spec(task)  # an unknown task is an error before anything else
         super().__init__(**kwargs)
+        self.targets = targets
         # hparams keep augment as given (unset = the task's default, resolved the same way on every load).
-        self.augment = resolve_augment(augment, task)
+        self.augment = resolve_augment(augment, targets)
         self.filter = as_dataclass(DenseFilter, filter)
         self.class_names = class_names = resolve_class_names(num_classes, class_names)
         if flip_classes is None:
@@ -103,53 +106,53 @@ class DenseDataModule(SampleDataModule):
     def _dataset(self, split: str, augment: DenseAugment | None, root: Path | None = None,
                  name: str | None = None) -> DenseDataset:
         hp, name = self.hparams, name or split
-        samples, skipped = list_samples(self.root if root is None else root, split, hp.task, hp.on_bad_sample)
+        samples, skipped = list_samples(self.root if root is None else root, split, self.targets, hp.on_bad_sample)
         self.skipped[name] = dict(skipped)
         detail = ", ".join(f"{n} {why}" for why, n in skipped.items()) or "none"
-        rank_zero_info(f"{name}: {len(samples)} {hp.task} images (skipped: {detail})")
+        rank_zero_info(f"{name}: {len(samples)} {self.targets.task} images (skipped: {detail})")
         filter = self.filter if augment is not None or self.filter.val else None
-        return DenseDataset(samples, hp.task, hp.input_size, hp.num_classes, self.flip_classes, augment,
-                            hp.on_bad_sample, filter=filter, fit=validation_fit(self.augment, hp.task))
+        return DenseDataset(samples, self.targets, hp.input_size, hp.num_classes, self.flip_classes, augment,
+                            hp.on_bad_sample, filter=filter, fit=validation_fit(self.augment, self.targets))
 
     def check(self, decode: bool = True) -> DataReport:
         """Every problem of the train and val splits: missing targets, and with ``decode`` every file's content."""
         hp, report = self.hparams, DataReport()
         for _, root, split in self.train_sources():
-            check_dense(root, split, hp.task, hp.num_classes, report, decode)
-        check_dense(self.root, hp.val_split, hp.task, hp.num_classes, report, decode)
+            check_dense(root, split, self.targets, hp.num_classes, report, decode)
+        check_dense(self.root, hp.val_split, self.targets, hp.num_classes, report, decode)
         return report
 
     def shard_parts(self, split: str) -> list[DenseDataset]:
         """The datasets of ``split`` in ``data.shards`` (a training mix: one per dataset)."""
-        hp, index = self.hparams, self.shard_index("dense")
-        if index.meta["task"] != hp.task:
+        hp, index, task = self.hparams, self.shard_index(WHOLE_IMAGES), self.targets.task
+        if index.meta["task"] != task:
             raise DataError(f"data.shards {self.store.location}: written for task {index.meta['task']!r}, "
-                            f"not {hp.task!r}")
+                            f"not {task!r}")
         augment = self.augment if split == "train" else None
         filter = self.filter if augment is not None or self.filter.val else None
         parts, listed = [], index.parts(split)
         for part in listed:
             samples, files = index.dense_part(part["key"])
             name = f"{split}/{part['name']}" if len(listed) > 1 else split
-            rank_zero_info(f"{name}: {len(samples)} {hp.task} images (from the shards)")
-            parts.append(DenseDataset(samples, hp.task, hp.input_size, hp.num_classes, self.flip_classes, augment,
-                                      hp.on_bad_sample, filter=filter, fit=validation_fit(self.augment, hp.task),
-                                      files=files))
+            rank_zero_info(f"{name}: {len(samples)} {task} images (from the shards)")
+            parts.append(DenseDataset(samples, self.targets, hp.input_size, hp.num_classes, self.flip_classes,
+                                      augment, hp.on_bad_sample, filter=filter,
+                                      fit=validation_fit(self.augment, self.targets), files=files))
         return parts
 
     def shard_splits(self) -> tuple[dict[str, list[Part]], dict[str, Path], dict]:
         """What ``write_shards`` writes of this data (after ``setup("fit")``): the datasets and the task."""
-        return self.written_parts(), {}, {"task": self.hparams.task}
+        return self.written_parts(), {}, {"task": self.targets.task}
 
     def setup(self, stage: str | None = None) -> None:
         if self.store is not None:
-            self.setup_from_shards("dense", stage in ("fit", None) and self.train_set is None,
+            self.setup_from_shards(WHOLE_IMAGES, stage in ("fit", None) and self.train_set is None,
                                    stage in ("fit", "validate", None) and self.val_set is None)
             return
         if stage in ("fit", None) and self.train_set is None:
             fail_or_warn(self.check(decode=False), self.hparams.on_bad_sample)
             chosen = ", ".join(f"{k} {v}" for k, v in asdict(self.augment).items() if v is not None and k != "pipeline")
-            rank_zero_info(f"{self.hparams.task} augmentation, {self.augment.pipeline!r} pipeline: {chosen}")
+            rank_zero_info(f"{self.targets.task} augmentation, {self.augment.pipeline!r} pipeline: {chosen}")
             parts = [self._dataset(split, self.augment, root, name) for name, root, split in self.train_sources()]
             self.train_set = parts[0] if self.sources is None else self.mix(parts, self.sources)
         if stage in ("fit", "validate", None) and self.val_set is None:

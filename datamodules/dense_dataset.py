@@ -11,36 +11,32 @@ from torch.utils.data import Dataset
 from datamodules.dense.augment import DenseAugment, resolve_augment, validation_fit
 from datamodules.dense.files import DenseSample, DenseSamples, as_samples
 from datamodules.dense.filters import DenseFilter
-from datamodules.dense.geometry import CANONICAL_FOCAL
-from datamodules.dense.targets import target_spec
-from datamodules.dense.targets.readers import chw
+from datamodules.dense.geometry import CANONICAL_FOCAL, MASK
+from datamodules.dense.readers import chw
+from datamodules.dense.target_spec import TargetSpec
 from datamodules.dense.transforms import DenseTransform
 from datamodules.boundary.images import read_image
 from datamodules.loaders import FilteredSample, is_padding, replace_bad_samples, sample_rng
 from datamodules.shards.index import ShardFiles
 
 
-def load_sample(sample: DenseSample, task: str, num_classes: int, image: np.ndarray | None = None) -> dict:
-    """Read and check the image and the ``task`` targets of one sample (numpy dict, see ``dense.geometry``);
-    ``image``: the sample's image already read (several tasks' targets of one image)."""
+def load_sample(sample: DenseSample, spec: TargetSpec, num_classes: int, image: np.ndarray | None = None) -> dict:
+    """Read and check the image and the targets (of the task of ``spec``) of one sample (numpy dict, see
+    ``dense.geometry``); ``image``: the sample's image already read (several tasks' targets of one image)."""
     image = read_image(sample.image) if image is None else image
-    return {"image": image, **target_spec(task).load(sample.files, image.shape[:2], num_classes)}
+    return {"image": image, **spec.load(sample.files, image.shape[:2], num_classes)}
 
 
-def to_item(sample: dict, task: str, canonical_focal: float = CANONICAL_FOCAL) -> dict:
-    """Transformed numpy sample -> tensors of the dataset item (the image and the ``task`` targets)."""
-    return {"image": chw(sample["image"]), **target_spec(task).to_item(sample, canonical_focal)}
+def to_item(sample: dict, spec: TargetSpec, canonical_focal: float = CANONICAL_FOCAL) -> dict:
+    """Transformed numpy sample -> tensors of the dataset item (the image and the targets of the task of ``spec``)."""
+    return {"image": chw(sample["image"]), **spec.to_item(sample, canonical_focal)}
 
 
 class DenseDataset(Dataset):
-    """Dense samples of one task resized / augmented to ``input_size`` (H, W).
+    """Dense samples of the task of ``spec`` (its ``TargetSpec``) resized / augmented to ``input_size`` (H, W).
 
-    Items: ``image`` uint8 (3, H, W), ``name`` and per task: seg ``labels`` int64 (H, W) (255 = ignore);
-    normal ``normals`` float32 (3, H, W) + ``mask`` bool (H, W); pointmap ``pointmap`` float32 (3, H, W)
-    canonical XYZ (``canonical_pointmap``) + ``mask`` + ``scale`` + ``intrinsics`` (3, 3) of the output
-    image (depth files are back-projected at the output pixel centres with that K; a pointmap file keeps
-    the XYZ of its nearest source pixel); matting ``alpha`` (1, H, W) + ``foreground`` (3, H, W) in
-    [0, 1] (zeros without a foreground file) + ``has_foreground`` bool.
+    Items: ``image`` uint8 (3, H, W), ``name`` and the task's target tensors (its ``TargetSpec.to_item``: the
+    docstring of its ``sapiens2_ft/tasks/<task>/targets.py``).
 
     ``augment`` (unset fields: the task's defaults, see ``dense.augment``) makes it a training set; without it
     images are resized by ``fit`` (default: the one matching the task's training pipeline). ``filter``: samples
@@ -51,20 +47,18 @@ class DenseDataset(Dataset):
     (``image``) and target files (by kind) lie in the shards (``datamodules.shards``; None: read the files).
     """
 
-    def __init__(self, samples: DenseSamples | list[DenseSample], task: str, input_size: tuple[int, int],
+    def __init__(self, samples: DenseSamples | list[DenseSample], spec: TargetSpec, input_size: tuple[int, int],
                  num_classes: int = 29, flip_classes=None, augment: DenseAugment | dict | None = None,
                  on_bad_sample: Literal["error", "skip"] = "error", canonical_focal: float = CANONICAL_FOCAL,
                  filter: DenseFilter | None = None, fit: str | None = None,
                  files: dict[str, ShardFiles] | None = None):
-        target_spec(task)  # an unknown task is an error here
         self.samples = as_samples(samples)
         self.files = files
-        self.task = task
+        self.spec = spec
         self.num_classes = num_classes
-        self.augment = resolve_augment(augment, task) if augment is not None else None
-        fit = fit or validation_fit(self.augment, task)
-        self.transform = DenseTransform(input_size, self.augment, flip_classes, num_classes, fit,
-                                        target_spec(task).maps)
+        self.augment = resolve_augment(augment, spec) if augment is not None else None
+        fit = fit or validation_fit(self.augment, spec)
+        self.transform = DenseTransform(input_size, self.augment, flip_classes, num_classes, fit, spec.maps)
         self.filter = filter if filter is not None else (DenseFilter() if self.augment is not None else None)
         self.on_bad_sample = on_bad_sample
         self.canonical_focal = canonical_focal
@@ -94,10 +88,11 @@ class DenseDataset(Dataset):
 
     def item(self, index: int, rng: np.random.Generator | None = None) -> dict:
         sample = self.sample(index)
-        data = load_sample(sample, self.task, self.num_classes)
+        data = load_sample(sample, self.spec, self.num_classes)
         data = self.transform(data, rng)
-        item = to_item(data, self.task, self.canonical_focal)
-        left_out = self.filter.reason(item, "mask" in sample.files) if self.filter is not None else None
+        item = to_item(data, self.spec, self.canonical_focal)
+        left_out = (self.filter.reason(item, MASK in sample.files, self.spec.checks) if self.filter is not None
+                    else None)
         if left_out is not None:
             raise FilteredSample(sample.name, *left_out)
         return {**item, "name": sample.name}

@@ -28,6 +28,7 @@ from datamodules.index_cache import IndexCache
 from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.mixing import MixedDataset
 from datamodules.pose_dataset import TopdownPoseDataset
+from datamodules.shards.index import PERSON_CROPS
 from datamodules.shards.writer import Part
 
 VAL_JSON = "val.json"  # the validation json's copy beside the shards
@@ -174,7 +175,7 @@ class PoseDataModule(SampleDataModule):
 
     def shard_parts(self, split: str) -> list[TopdownPoseDataset]:
         """The datasets of ``split`` in ``data.shards`` (a training mix: one per dataset)."""
-        hp, index = self.hparams, self.shard_index("pose")
+        hp, index = self.hparams, self.shard_index(PERSON_CROPS)
         if index.meta["keypoints"] != list(self.metainfo.keypoint_names):
             raise DataError(f"data.shards {self.store.location}: written for the keypoints {index.meta['keypoints']}, "
                             f"the run's set '{self.metainfo.name}' has {list(self.metainfo.keypoint_names)}")
@@ -195,7 +196,7 @@ class PoseDataModule(SampleDataModule):
         if not (train or val):
             return
         if self.store is not None:
-            self.setup_from_shards("pose", train, val)
+            self.setup_from_shards(PERSON_CROPS, train, val)
             return
         sources = self.coco_sources(train, val)
         indexes = [coco_index(source, self.cache) for _, source in sources]

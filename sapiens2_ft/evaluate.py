@@ -84,7 +84,7 @@ def evaluation_module(recipe_module, model: str):
     if task != recipe_module.task:
         raise SystemExit(f"--model: {model} holds a {architecture} ({task or 'no task'} model); the config trains "
                          f"{recipe_module.task}")
-    label_arg = recipe_module.spec.label_arg  # the recipe's labels, each the model's row of the same name
+    label_arg = recipe_module.spec.model.label_arg  # the recipe's labels, each the model's row of the same name
     labels = (kwargs.get(label_arg) or list(recipe_module.labels)) if label_arg else None
     try:
         options = module_class.options_from_model(directory, config, labels)

@@ -154,7 +154,7 @@ def head_activation_bytes(model, input_size, batch: int, bf16: bool) -> int:
 
 
 def estimate(setup: Setup) -> Estimate:
-    labels = list(task_spec(setup.task).outputs) or [f"label_{i}" for i in range(setup.num_labels)]
+    labels = list(task_spec(setup.task).model.outputs) or [f"label_{i}" for i in range(setup.num_labels)]
     frozen_dtype = None if setup.frozen_dtype == "float32" else getattr(torch, setup.frozen_dtype)
     with torch.device("meta"):
         model, _ = build_task_model(setup.task, labels, setup.input_size, size=setup.size, head=setup.head)
@@ -260,7 +260,7 @@ def setup_from_config(argv: list[str], world_size: int | None) -> Setup:
     c = cli.config
     model, data, trainer = c.model, c.data, c.trainer
     size = _size_of_pretrained(model.pretrained) if model.pretrained else model.size
-    label_arg = task_spec(task).label_arg
+    label_arg = task_spec(task).model.label_arg
     num_labels = len(label_names(task, getattr(model, label_arg) if label_arg else None))
     if world_size is None:
         devices = trainer.devices if isinstance(trainer.devices, int) else 1

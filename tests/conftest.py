@@ -189,14 +189,14 @@ def seg_checkpoint(dense_root, tmp_path_factory):
     import lightning as L
     import torch
 
-    from datamodules.dense_datamodule import DenseDataModule
+    from sapiens2_ft.tasks.dense_data import DenseTaskData
     from sapiens2_ft.tasks.seg.module import SegmentationModule
 
     out = tmp_path_factory.mktemp("seg_ckpt")
     with torch.random.fork_rng():  # the other tests' random state is left as it was
         torch.manual_seed(1)  # the weights, and the sampler's seed (torch.initial_seed())
         module = SegmentationModule(size="tiny", input_size=(128, 96))
-        data = DenseDataModule("seg", root=str(dense_root), input_size=(128, 96), batch_size=2, num_workers=0)
+        data = DenseTaskData("seg", root=str(dense_root), input_size=(128, 96), batch_size=2, num_workers=0)
         trainer = L.Trainer(max_steps=2, accelerator="cpu", logger=False, enable_checkpointing=False,
                             enable_progress_bar=False, limit_val_batches=0, default_root_dir=out)
         trainer.fit(module, datamodule=data)

@@ -82,9 +82,9 @@ class MultiTaskBatches(L.LightningDataModule):
         self.root = root
 
     def train_dataloader(self) -> DataLoader:
-        from datamodules.multitask_datamodule import MultiTaskDataModule
+        from sapiens2_ft.tasks.multitask.data import PretrainingData
 
-        data = MultiTaskDataModule(root=self.root, input_size=MULTITASK_SIZE, num_workers=0)
+        data = PretrainingData(root=self.root, input_size=MULTITASK_SIZE, num_workers=0)
         data.setup("validate")
         samples = data.sets["val"]  # unaugmented: the same samples in every run, whichever rank loads them
         rank, world = self.trainer.global_rank, self.trainer.world_size

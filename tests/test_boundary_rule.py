@@ -42,7 +42,7 @@ ALLOWED = {
     "datamodules/index_cache.py": {".savez": "into the temporary path of boundary.writes.replacing"},
     "datamodules/shards/writer.py": {".savez": "into the temporary path of boundary.writes.replacing",
                                      ".open": "tarfile.open of the shards this writer has just written"},
-    "datamodules/dense/targets/pointmap.py": {".loadtxt": "parses text read by boundary.files.read_text"},
+    "sapiens2_ft/tasks/pointmap/targets.py": {".loadtxt": "parses text read by boundary.files.read_text"},
     "datamodules/synthetic/generate.py": {".rename": "moves its own new staging folder into place (no file is "
                                                      "written through a link)"},
     "datamodules/synthetic/in_use.py": {"os.open": "its lock file beside the dataset, opened with O_NOFOLLOW"},

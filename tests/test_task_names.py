@@ -1,13 +1,18 @@
 """No task-name literals outside the task registry and the task folders: what the apps and the training layer
 need of a task comes from its ``TaskSpec`` or its inference object's declared capabilities (docs/architecture.md,
 "nothing else lists tasks"). A literal such as ``task == "seg"`` or ``results["matting"]`` is how a five-way
-if-chain starts; so are its proxies: ``spec.label_arg == "keypoints"`` (a registry field compared with a literal),
+if-chain starts; so are its proxies: ``spec.model.label_arg == "keypoints"`` (a registry field compared with a literal),
 ``callable(getattr(module, "with_focal", None))`` (a capability guessed from a task class's member) and
-``type(module).people is not TaskModule.people`` (method identity)."""
+``type(module).people is not TaskModule.people`` (method identity).
+
+The data layer (``datamodules/``) names no task at all: it is handed a task's target spec and the rules of its maps,
+so a new task never edits it. Its few literals that equal a task name are values of a file format or of a config,
+listed in ``DATA_LAYER_VALUES``, each allowed once in its file."""
 
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from pathlib import Path
 
 from sapiens2_ft.tasks.base import RunModule, TaskModule
@@ -16,6 +21,13 @@ from sapiens2_ft.tasks.registry import TASKS
 REPO = Path(__file__).resolve().parents[1]
 ALLOWED = ("sapiens2_ft/tasks/registry.py",)  # and every task folder, sapiens2_ft/tasks/<task>/
 SPEC_KINDS = {"predictor", "label_arg", "label_kind", "model_class"}  # TaskSpec fields that tell tasks apart
+# (file, literal) -> why: the data layer's values that equal a task's name but name none.
+DATA_LAYER_VALUES = {
+    ("datamodules/dense/pipelines.py", "seg"): "upstream's segmentation recipe, a data.augment.pipeline value",
+    ("datamodules/shards/index.py", "pose"): "the kind of a shard index of person crops, a value of index.json",
+    ("datamodules/synthetic/writer.py", "albedo"): "a folder of the synthetic dataset on disk",
+    ("datamodules/synthetic/generate.py", "albedo"): "that folder's entry in the synthetic dataset.json",
+}
 
 
 def docstrings(tree: ast.AST) -> set[int]:
@@ -47,6 +59,25 @@ def test_no_task_name_literals_outside_the_registry_and_the_task_folders():
              for line, name in task_literals(p.read_text())]
     assert not found, ("task names used as literals (give the TaskSpec or the module a hook instead):\n"
                        + "\n".join(found))
+
+
+def data_layer_literals() -> Counter:
+    """(file, task name) -> how often a string constant equal to a task name appears in that file of ``datamodules/``
+    (docstrings left out)."""
+    return Counter((p.relative_to(REPO).as_posix(), name) for p in sorted((REPO / "datamodules").rglob("*.py"))
+                   for _, name in task_literals(p.read_text()))
+
+
+def test_the_data_layer_names_no_task():
+    """No file under ``datamodules/`` names a task (a branch on a task, a map of tasks, a task's own map key): the
+    data layer is handed target specs. Only the format values of ``DATA_LAYER_VALUES`` remain, once each."""
+    found = data_layer_literals()
+    named = [f"{path}: '{name}' x{count}" for (path, name), count in sorted(found.items())
+             if (path, name) not in DATA_LAYER_VALUES or count > 1]
+    assert not named, "task names in the data layer (hand it a target spec or a MapRule instead):\n" + "\n".join(named)
+    gone = sorted(set(DATA_LAYER_VALUES) - set(found))
+    assert not gone, f"listed in DATA_LAYER_VALUES but no longer there (drop them): {gone}"
+    assert len(list((REPO / "datamodules").rglob("*.py"))) > 60  # the whole data layer is read
 
 
 def test_the_check_sees_branches_and_spares_prose():
@@ -121,11 +152,11 @@ def test_no_task_kind_proxies_outside_the_registry_and_the_task_folders():
 def test_the_proxy_check_sees_each_kind():
     """The check above passes on code without proxies; make sure it would see each of them."""
     code = '''def f(spec, module, m):
-    if spec.predictor == "crops" or "keypoints" != spec.label_arg:
+    if spec.predictor == "crops" or "keypoints" != spec.model.label_arg:
         pass
     focal = callable(getattr(module, "with_focal", None))
     people = type(module).people is not TaskModule.people
-    sets = hasattr(m, "metainfo"), getattr(module, "task", None), spec.label_arg is None, m.model is module.model
+    sets = hasattr(m, "metainfo"), getattr(module, "task", None), spec.model.label_arg is None, m.model is module.model
 '''
     members = task_members()
     assert {"with_focal", "people", "finds_people", "takes_person_boxes", "metainfo"} <= members

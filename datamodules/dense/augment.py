@@ -35,10 +35,14 @@ from datamodules.dense.photometric import (
     coarse_dropout, down_up_sample, gaussian_blur, gaussian_noise, photometric_distortion, solarize,
 )
 from datamodules.dense.geometry import (
-    IGNORE_INDEX, compose, fit_scale, flip_sample, letterbox_matrix, rotation_matrix, scale_offset_matrix,
+    IGNORE_INDEX, MASK, compose, fit_scale, flip_sample, letterbox_matrix, rotation_matrix, scale_offset_matrix,
     stretch_matrix, warp_nearest, warp_sample,
 )
-from datamodules.dense.targets import TARGETS
+from datamodules.dense.maps import MapRule
+from datamodules.dense.pipelines import (
+    CAMERA_PIPELINE, GENERIC_PIPELINE, PIPELINE_FIT, PIPELINE_NAMES, SEG_PIPELINE,
+)
+from datamodules.dense.target_spec import TargetSpec
 
 Range = tuple[float, float]
 
@@ -46,7 +50,7 @@ Range = tuple[float, float]
 @dataclass
 class DenseAugment:
     """Training augmentation of dense samples. A field left unset (null) takes the task's default: the
-    upstream Sapiens2 recipe for seg, normal and pointmap, the generic set for matting (``TASK_DEFAULTS``: each
+    upstream Sapiens2 recipe for seg, normal and pointmap, the generic set for matting (``task_defaults``: each
     task's pipeline defaults with its target spec's changes).
 
     Args:
@@ -84,7 +88,7 @@ class DenseAugment:
         dropout_prob: One black rectangle of 20-40% of each side (0).
     """
 
-    pipeline: Literal["seg", "camera", "generic"] | None = None
+    pipeline: Literal[PIPELINE_NAMES] | None = None
     flip_prob: float | None = None
     scale_range: Range | None = None
     scale_prob: float | None = None
@@ -108,28 +112,34 @@ class DenseAugment:
 _UPSTREAM = dict(scale_prob=1.0, rotate_prob=0.0, rotate_degrees=60.0, downup_prob=0.0, downup_range=(0.1, 0.7),
                  photometric_prob=1.0, blur_prob=0.0, noise_prob=0.0, solarize_prob=0.0, dropout_prob=0.0)
 # Each pipeline's defaults: the upstream seg and normal recipes, and the generic set. A task's target spec
-# (``dense/targets/<task>.py``) names its pipeline and the defaults it changes.
+# (``sapiens2_ft/tasks/<task>/targets.py``) names its pipeline and the defaults it changes.
 PIPELINE_DEFAULTS = {
-    "seg": dict(_UPSTREAM, pipeline="seg", flip_prob=0.5, scale_range=(0.4, 2.0), crop_prob=0.3,
-                crop_max_class_ratio=0.75, rotate_prob=0.5, background_prob=0.8, blur_prob=0.3, noise_prob=0.3),
-    "camera": dict(_UPSTREAM, pipeline="camera", flip_prob=0.3, scale_range=(0.5, 2.0), scale_prob=0.3, crop_prob=0.3,
-                   crop_area_range=(0.4, 1.0), crop_aspect_range=(0.5, 2.0), downup_prob=0.2, blur_prob=0.3,
-                   noise_prob=0.3, solarize_prob=0.3),
-    "generic": dict(pipeline="generic", flip_prob=0.5, scale_range=(0.75, 1.5), photometric_prob=0.5, blur_prob=0.1,
-                    dropout_prob=0.0),
+    SEG_PIPELINE: dict(_UPSTREAM, pipeline=SEG_PIPELINE, flip_prob=0.5, scale_range=(0.4, 2.0), crop_prob=0.3,
+                       crop_max_class_ratio=0.75, rotate_prob=0.5, background_prob=0.8, blur_prob=0.3, noise_prob=0.3),
+    CAMERA_PIPELINE: dict(_UPSTREAM, pipeline=CAMERA_PIPELINE, flip_prob=0.3, scale_range=(0.5, 2.0), scale_prob=0.3,
+                          crop_prob=0.3, crop_area_range=(0.4, 1.0), crop_aspect_range=(0.5, 2.0), downup_prob=0.2,
+                          blur_prob=0.3, noise_prob=0.3, solarize_prob=0.3),
+    GENERIC_PIPELINE: dict(pipeline=GENERIC_PIPELINE, flip_prob=0.5, scale_range=(0.75, 1.5), photometric_prob=0.5,
+                           blur_prob=0.1, dropout_prob=0.0),
 }
-TASK_DEFAULTS = {task: {**PIPELINE_DEFAULTS[spec.pipeline], **spec.augment} for task, spec in TARGETS.items()}
-PIPELINE_FIT = {"seg": "stretch", "camera": "letterbox", "generic": "letterbox"}  # the validation resize
 _OPTIONAL = {"background_dir"}  # unset means a behaviour, not a default
 _PROBS = ("flip_prob", "scale_prob", "crop_prob", "rotate_prob", "background_prob", "downup_prob",
           "photometric_prob", "blur_prob", "noise_prob", "solarize_prob", "dropout_prob")
 
 
-def resolve_augment(augment: DenseAugment | dict, task: str | None = None) -> DenseAugment:
-    """``augment`` with its unset fields filled from the task's defaults (no task: the generic set), checked;
-    every problem is reported in one ValueError naming the ``data.augment`` fields."""
+def task_defaults(targets: TargetSpec | None) -> dict:
+    """The augmentation defaults of a task: its pipeline's, with its target spec's changes (no task: the generic
+    set)."""
+    if targets is None:
+        return PIPELINE_DEFAULTS[GENERIC_PIPELINE]
+    return {**PIPELINE_DEFAULTS[targets.pipeline], **targets.augment}
+
+
+def resolve_augment(augment: DenseAugment | dict, targets: TargetSpec | None = None) -> DenseAugment:
+    """``augment`` with its unset fields filled from the defaults of the task of ``targets`` (None: the generic
+    set), checked; every problem is reported in one ValueError naming the ``data.augment`` fields."""
     augment = DenseAugment(**augment) if isinstance(augment, dict) else augment
-    base = TASK_DEFAULTS.get(task, PIPELINE_DEFAULTS["generic"])
+    base = task_defaults(targets)
     pipeline = augment.pipeline or base["pipeline"]
     errors = []
     if pipeline not in PIPELINE_FIT:
@@ -143,13 +153,13 @@ def resolve_augment(augment: DenseAugment | dict, task: str | None = None) -> De
             errors.append(f"{field.name} is not used by the {pipeline!r} pipeline (leave it unset)")
         values[field.name] = base.get(field.name) if value is None else value
     values["pipeline"] = pipeline
-    if pipeline != "seg" and values["background_dir"] is not None:
+    if pipeline != SEG_PIPELINE and values["background_dir"] is not None:
         errors.append("background_dir is used by the 'seg' pipeline only")
     resolved = DenseAugment(**values)
     errors += _check_values(resolved)
-    for name, why in (TARGETS[task].fixed if task in TARGETS else {}).items():
+    for name, why in (targets.fixed if targets is not None else {}).items():
         if getattr(resolved, name):
-            errors.append(f"{name} must be 0 for task {task!r}: {why}")
+            errors.append(f"{name} must be 0 for task {targets.task!r}: {why}")
     if errors:
         raise ValueError("data.augment: " + "; ".join(errors))
     return resolved
@@ -170,10 +180,10 @@ def _check_values(a: DenseAugment) -> list[str]:
     return errors
 
 
-def validation_fit(augment: DenseAugment | None, task: str | None) -> str:
-    """The validation resize matching the training pipeline (``letterbox`` or ``stretch``)."""
-    pipeline = augment.pipeline if augment is not None and augment.pipeline else (
-        TASK_DEFAULTS.get(task, PIPELINE_DEFAULTS["generic"])["pipeline"])
+def validation_fit(augment: DenseAugment | None, targets: TargetSpec | None) -> str:
+    """The validation resize matching the training pipeline (``letterbox`` or ``stretch``): that of ``augment``'s
+    pipeline, else the task's (its ``TargetSpec.resize``)."""
+    pipeline = augment.pipeline if augment is not None and augment.pipeline else task_defaults(targets)["pipeline"]
     return PIPELINE_FIT[pipeline]
 
 
@@ -195,9 +205,11 @@ class SegPipeline:
     """The upstream segmentation pipeline (module docstring) to ``input_size`` (H, W)."""
 
     def __init__(self, augment: DenseAugment, input_size: tuple[int, int], flip_table: np.ndarray | None,
-                 maps: Mapping[str, str] | None = None):
-        self.a, self.size, self.flip_table, self.maps = augment, input_size, flip_table, maps
+                 maps: Mapping[str, MapRule] | None = None):
+        self.a, self.size, self.flip_table, self.maps = augment, input_size, flip_table, maps or {}
         self.backgrounds = BackgroundSource(augment.background_dir) if augment.background_prob > 0 else None
+        # The class ids its crops and new backgrounds follow (the foreground: classes other than 0), if any.
+        self.classes = next((key for key, rule in self.maps.items() if rule.classes), None)
 
     def crop_offsets(self, shape: tuple[int, int], labels: np.ndarray | None,
                      rng: np.random.Generator) -> tuple[int, int]:
@@ -224,7 +236,7 @@ class SegPipeline:
     def __call__(self, sample: dict, rng: np.random.Generator) -> dict:
         a, size = self.a, self.size
         sample = dict(sample)
-        foreground = sample.get("labels", sample.get("mask"))
+        foreground = sample.get(self.classes, sample.get(MASK))
         if rng.random() < a.background_prob and foreground is not None:
             height, width = sample["image"].shape[:2]
             sample["image"] = replace_background(sample["image"], foreground.astype(np.uint8),
@@ -235,7 +247,7 @@ class SegPipeline:
         first = scale_offset_matrix(scale, 0.0, 0.0)
         canvas = (max(1, round(shape[0] * scale)), max(1, round(shape[1] * scale)))
         if rng.random() < a.crop_prob:
-            labels = sample.get("labels")
+            labels = sample.get(self.classes)
             if labels is not None:
                 labels = warp_nearest(labels, first, canvas, IGNORE_INDEX)
                 labels = np.pad(labels, ((0, max(size[0] - canvas[0], 0)), (0, max(size[1] - canvas[1], 0))),
@@ -251,15 +263,15 @@ class SegPipeline:
         flip = rng.random() < a.flip_prob
         if rng.random() < a.photometric_prob:
             out["image"] = photometric_distortion(out["image"], rng)
-        return _flipped(_dropout(out, a, rng), flip, self.flip_table)
+        return _flipped(_dropout(out, a, rng), flip, self.flip_table, self.maps)
 
 
 class CameraPipeline:
     """The upstream normal / pointmap pipeline (module docstring) to ``input_size`` (H, W)."""
 
     def __init__(self, augment: DenseAugment, input_size: tuple[int, int], flip_table: np.ndarray | None,
-                 maps: Mapping[str, str] | None = None):
-        self.a, self.size, self.flip_table, self.maps = augment, input_size, flip_table, maps
+                 maps: Mapping[str, MapRule] | None = None):
+        self.a, self.size, self.flip_table, self.maps = augment, input_size, flip_table, maps or {}
 
     def crop_window(self, shape: tuple[int, int], rng: np.random.Generator) -> tuple[int, int, int, int] | None:
         """(y, x, height, width) of a window of random area and aspect inside ``shape``; None after 8 misses."""
@@ -299,14 +311,14 @@ class CameraPipeline:
         flip = rng.random() < a.flip_prob
         for op in _image_ops(a, rng, downup=False):
             out["image"] = op(out["image"])
-        return _flipped(_dropout(out, a, rng), flip, self.flip_table)
+        return _flipped(_dropout(out, a, rng), flip, self.flip_table, self.maps)
 
 
-def _flipped(out: dict, flip: bool, flip_table) -> dict:
+def _flipped(out: dict, flip: bool, flip_table, maps: Mapping[str, MapRule]) -> dict:
     """The flip drawn at its upstream place, applied last: the image ops after it are per-pixel, mirror-symmetric
     or (noise, dropout) drawn from mirror-symmetric distributions, so the samples are distributed as upstream's,
     and a flipped sample is the exact mirror of the unflipped one whatever OpenCV's code path on this CPU."""
-    return flip_sample(out, flip_table) if flip else out
+    return flip_sample(out, flip_table, maps) if flip else out
 
 
 def _dropout(out: dict, a: DenseAugment, rng: np.random.Generator) -> dict:
@@ -315,4 +327,4 @@ def _dropout(out: dict, a: DenseAugment, rng: np.random.Generator) -> dict:
     return out
 
 
-PIPELINES = {"seg": SegPipeline, "camera": CameraPipeline}
+PIPELINES = {SEG_PIPELINE: SegPipeline, CAMERA_PIPELINE: CameraPipeline}

@@ -11,7 +11,8 @@ Layout (every path relative to ``root``; files matched by stem ``NAME``)::
       or root/{split}/pointmaps/NAME.npy  HxWx3 camera XYZ (+ optional intrinsics/NAME.txt)
     root/{split}/alpha/NAME.png         uint8 matte  + optional foreground/NAME.png RGB (matting)
 
-Which files a task reads, and how, is its target spec (``dense/targets/<task>.py``). Camera convention (as the
+Which files a task reads, and how, is its target spec (``target_spec.TargetSpec``, handed down by the task). Camera
+convention (as the
 synthetic generator): OpenCV pinhole, x right, y down, z forward; pixel (row i, col j) has its centre at
 (u=j, v=i). Every problem raises :class:`DataError` naming the file.
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Iterator, Literal, Sequence
 
 from datamodules.columns import StringTable
-from datamodules.dense.targets import target_spec
+from datamodules.dense.target_spec import TargetSpec
 from datamodules.errors import DataError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -79,13 +80,13 @@ def list_images(split_dir: Path) -> list[Path]:
     return sorted(p for p in (split_dir / "images").iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
 
 
-def list_samples(root, split: str, task: str,
+def list_samples(root, split: str, spec: TargetSpec,
                  on_bad_sample: Literal["error", "skip"] = "error") -> tuple[DenseSamples, Counter]:
-    """Samples of ``root/split`` for ``task``, sorted by name, plus a Counter of skipped reasons.
+    """Samples of ``root/split`` with the target files of the task of ``spec``, sorted by name, plus a Counter of
+    skipped reasons.
 
     An image without a required target file raises DataError (``on_bad_sample="error"``) or is skipped.
     """
-    spec = target_spec(task)
     split_dir = Path(root) / split
     image_dir = split_dir / "images"
     if not image_dir.is_dir():
@@ -107,5 +108,5 @@ def list_samples(root, split: str, task: str,
         files = {**required, **{k: v for k, v in optional.items() if v.is_file()}}
         samples.append(DenseSample(image.stem, image, files))
     if not samples:
-        raise DataError(f"{image_dir}: no usable images for task {task!r} (skipped: {dict(skipped)})")
+        raise DataError(f"{image_dir}: no usable images for task {spec.task!r} (skipped: {dict(skipped)})")
     return DenseSamples.of(samples), skipped

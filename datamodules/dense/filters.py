@@ -4,16 +4,21 @@ replaced by the next one and counted as ``filtered_samples``, see ``loaders.repl
 Upstream applies them in the packing step, after every augmentation (``*PackInputs`` in
 ``dense/src/datasets/transforms/{seg,normal,pointmap}_transforms.py``): seg needs 1% of foreground pixels,
 normals, pointmaps and albedo at least 16 valid pixels and at most 96% coverage, pointmaps a nearest point at
-canonical depth >= 0.04; upstream's albedo dataset also skips images whose albedo is one flat colour. Which check applies follows from the item's keys, not from the task name.
+canonical depth >= 0.04; upstream's albedo dataset also skips images whose albedo is one flat colour. The valid-pixel
+checks of the ``mask`` are the filter's own; a task's own checks are its target spec's ``checks``, each reading the
+threshold of the field it is named after.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Mapping
 
 import numpy as np
 
-IGNORE_INDEX = 255
+from datamodules.dense.geometry import MASK
+
+Check = Callable[[dict, float], "str | None"]  # (item, threshold) -> why it is left out, or None
 
 
 @dataclass
@@ -57,27 +62,27 @@ class DenseFilter:
         if bad:
             raise ValueError("data.filter: " + "; ".join(bad))
 
-    def reason(self, item: dict, has_mask_file: bool = True) -> tuple[str, str] | None:
-        """``(check, why)`` when ``item`` (a dataset item of CPU tensors) is left out, else None."""
-        if "labels" in item:
-            labels = np.asarray(item["labels"])
-            foreground = np.count_nonzero((labels > 0) & (labels != IGNORE_INDEX)) / labels.size
-            if foreground < self.min_foreground:
-                return "min_foreground", f"foreground {foreground:.2%} < min_foreground {self.min_foreground}"
-        if "mask" in item:
-            mask = np.asarray(item["mask"])
+    def reason(self, item: dict, has_mask_file: bool = True,
+               checks: Mapping[str, Check] | None = None) -> tuple[str, str] | None:
+        """``(check, why)`` when ``item`` (a dataset item of CPU tensors) is left out, else None: the valid-pixel
+        checks of its ``mask``, then the task's ``checks`` (its ``TargetSpec.checks``) in order."""
+        if MASK in item:
+            mask = np.asarray(item[MASK])
             valid = int(np.count_nonzero(mask))
             if valid < self.min_valid_pixels:
                 return "min_valid_pixels", f"{valid} valid pixels < min_valid_pixels {self.min_valid_pixels}"
             coverage = valid / mask.size
             if has_mask_file and coverage > self.max_coverage:
                 return "max_coverage", f"valid pixels cover {coverage:.1%} > max_coverage {self.max_coverage}"
-            if "pointmap" in item and valid:
-                nearest = float(np.asarray(item["pointmap"])[2][mask].min())
-                if nearest < self.min_depth:
-                    return "min_depth", f"nearest canonical depth {nearest:.3g} < min_depth {self.min_depth}"
-            if "albedo" in item and valid:
-                spread = float(np.asarray(item["albedo"])[:, mask].std(axis=1).max())
-                if spread < self.min_albedo_std:
-                    return "min_albedo_std", f"albedo std {spread:.3g} < min_albedo_std {self.min_albedo_std}"
+        for name, check in (checks or {}).items():
+            why = check(item, getattr(self, name))
+            if why is not None:
+                return name, why
         return None
+
+
+def valid_pixels(item: dict) -> np.ndarray | None:
+    """The item's valid-pixel mask when it has one with a valid pixel (what a task's check of its maps reads),
+    else None."""
+    mask = np.asarray(item[MASK]) if MASK in item else None
+    return mask if mask is not None and np.count_nonzero(mask) else None

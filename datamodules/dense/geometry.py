@@ -1,26 +1,23 @@
 """Dense-task geometry: affine warps (scale, crop / letterbox, stretch, rotation), horizontal flip, intrinsics,
 pointmaps. ``dense.transforms.DenseTransform`` applies them (a training pipeline or the validation resize).
 
-A sample is a dict of numpy arrays: ``image`` HxWx3 uint8 plus any of ``labels`` HxW uint8,
-``normals`` HxWx3, ``mask`` HxW bool, ``depth`` HxW, ``pointmap`` HxWx3, ``K`` 3x3, ``alpha`` HxW,
-``foreground`` HxWx3 (floats are float32). Every geometric step moves all of them together:
+A sample is a dict of numpy arrays: ``image`` HxWx3 uint8, optionally ``mask`` HxW bool (the pixels whose
+targets are known) and ``K`` 3x3 intrinsics, plus the maps of a task, each moved by the rule its target spec
+declares (``dense.maps.MapRule``; floats are float32). Every geometric step moves all of them together:
 
-- resize/crop/pad/rotate is one affine ``A`` (source -> output pixel centres, cv2.warpAffine convention);
-  labels / mask / depth / pointmap use nearest (never bilinear), normals linear then renormalised,
-  image / alpha / foreground linear; ``K' = [A; 0 0 1] @ K`` (fx, fy scale; cx, cy scale + shift).
+- resize/crop/pad/rotate is one affine ``A`` (source -> output pixel centres, cv2.warpAffine convention); the
+  image and ``linear`` maps blend, the mask and ``nearest`` maps (ids, depths, points: never bilinear) keep their
+  values; ``K' = [A; 0 0 1] @ K`` (fx, fy scale; cx, cy scale + shift). Unit-vector maps are renormalised after the
+  warp, and a map's ``valid`` pixels narrow the mask.
   Nearest warps are this module's own gather (``warp_nearest``: one rounding rule, the same on every CPU);
   OpenCV's INTER_NEAREST picks other pixels on its IPP, SIMD and plain paths. Linear warps are OpenCV's
   (its paths agree within 1 grey level on uint8 images, ``tests/data/test_cpu_paths.py``).
-  A rotation (``roll``) also turns the normals' (n_x, n_y) by the same angle; samples with intrinsics
-  (pointmaps) are not rotated.
-- horizontal flip (after the warp): labels through the ``flip_classes`` map, normals n_x negated,
-  pointmap X negated, ``cx' = W - 1 - cx``; depth / mask / alpha / foreground only mirrored.
-- a task's own map kind (its target spec's ``maps``: ``linear`` or ``nearest``) is warped by that rule and
-  only mirrored by a flip, so a new kind is declared in its task's file, not added here.
-Padding: labels 255 (ignore; a rotation's corners may use 0), mask False, depth / pointmap / alpha /
-foreground / image 0. Colour changes of the image also change the maps that hold its colours (``COLOUR_MAPS``:
-the matting foreground, so that the image stays ``alpha x foreground + (1 - alpha) x background``); blur, noise and
-dropout touch the image only.
+  A rotation (``roll``) also turns unit vectors' (x, y) by the same angle; samples with intrinsics are not rotated.
+- horizontal flip (after the warp): class ids through the ``flip_classes`` map, vectors' x negated,
+  ``cx' = W - 1 - cx``; the rest only mirrored.
+Padding: class ids 255 (ignore; a rotation's corners may use 0), mask False, the image and other maps 0. Colour
+changes of the image also change the maps of its colours (``MapRule.colour``, so that an image stays
+``alpha x foreground + (1 - alpha) x background``); blur, noise and dropout touch the image only.
 """
 
 from __future__ import annotations
@@ -31,10 +28,10 @@ import cv2
 import numpy as np
 
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
+from datamodules.dense.maps import MapRule
 
 CANONICAL_FOCAL = 768.0
 IGNORE_INDEX = 255
-FITS = ("letterbox", "stretch")
 
 
 def flip_classes_from_names(class_names) -> list[int]:
@@ -202,28 +199,27 @@ def resize_nearest(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return warp_nearest(array, stretch_matrix(array.shape[:2], size), size)
 
 
-# The maps warp_sample knows how to warp; K (intrinsics) follows the matrix; other values pass unchanged.
-COLOUR_MAPS = ("foreground",)  # colours of the image: they take its colour changes (dense.transforms)
-WARPED_MAPS = ("image", "labels", "mask", "depth", "pointmap", "alpha", "foreground", "normals")
-# The warps a target spec may declare for map kinds of its own (``TargetSpec.maps``), padded with 0.
-MAP_WARPS = {"linear": cv2.INTER_LINEAR, "nearest": cv2.INTER_NEAREST}
+# The entries every sample may have, warped by this module's own rules; a task's maps follow their MapRule.
+IMAGE, MASK, INTRINSICS = "image", "mask", "K"
+MAP_WARPS = {"linear": cv2.INTER_LINEAR, "nearest": cv2.INTER_NEAREST}  # ``MapRule.warp``
 
 
 def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antialias: bool = True,
-                label_border: int = IGNORE_INDEX, roll: float = 0.0, maps: Mapping[str, str] | None = None) -> dict:
+                label_border: int = IGNORE_INDEX, roll: float = 0.0,
+                maps: Mapping[str, MapRule] | None = None) -> dict:
     """Warp every map of ``sample`` by the 2x3 pixel affine ``matrix`` to ``size`` (H, W).
 
-    ``label_border``: label of pixels from outside the source. ``roll``: degrees of rotation contained in
-    ``matrix`` (``rotation_matrix`` convention); the normals turn by it. A sample with intrinsics ``K`` cannot
+    ``label_border``: class id of pixels from outside the source. ``roll``: degrees of rotation contained in
+    ``matrix`` (``rotation_matrix`` convention); unit vectors turn by it. A sample with intrinsics ``K`` cannot
     be rotated (upstream never rotates pointmaps; it would be a camera roll about the principal point only).
-    ``maps``: the warp (``MAP_WARPS``) of each map kind beyond ``WARPED_MAPS`` (the task's ``TargetSpec.maps``).
+    ``maps``: how each of the task's maps moves (its ``TargetSpec.maps``).
     """
     maps = dict(maps or {})
-    unknown = {kind: rule for kind, rule in maps.items() if rule not in MAP_WARPS}
+    unknown = {kind: rule.warp for kind, rule in maps.items() if rule.warp not in MAP_WARPS}
     if unknown:
         raise ValueError(f"dense/geometry.py: unknown warps {unknown} of the target spec's maps; one of "
                          f"{', '.join(MAP_WARPS)}")
-    if roll and "K" in sample:
+    if roll and INTRINSICS in sample:
         raise ValueError("dense/geometry.py: samples with intrinsics (pointmaps) are not rotated; set "
                          "data.augment.rotate_prob to 0")
     dsize = (int(size[1]), int(size[0]))
@@ -238,62 +234,59 @@ def warp_sample(sample: dict, matrix: np.ndarray, size: tuple[int, int], antiali
                               borderValue=border)
 
     out = {}
-    image_hw = sample["image"].shape[:2] if "image" in sample else None
+    image_hw = sample[IMAGE].shape[:2] if IMAGE in sample else None
     scale = float(np.linalg.svd(np.asarray(matrix)[:, :2], compute_uv=False).min())  # the strongest shrink
     for key, value in sample.items():
-        if key == "image":
+        if key == IMAGE:
             if antialias and scale < 0.5:  # prefilter a strong downscale (warpAffine has no INTER_AREA)
                 value = cv2.GaussianBlur(value, (0, 0), sigmaX=(1.0 / scale - 1.0) / 2.0)
             out[key] = warp(value, cv2.INTER_LINEAR)
-        elif key == "labels":
-            out[key] = warp(value, cv2.INTER_NEAREST, label_border)
-        elif key == "mask":
+        elif key == MASK:
             out[key] = warp(value.astype(bool), cv2.INTER_NEAREST, False)
-        elif key in ("depth", "pointmap"):
-            out[key] = warp(value, cv2.INTER_NEAREST)
-        elif key in ("alpha", "foreground"):
-            out[key] = warp(value, cv2.INTER_LINEAR)
-        elif key == "normals":
-            out[key] = warp(rotate_normals(value, roll) if roll else value, cv2.INTER_LINEAR)
-        elif key == "K":
+        elif key == INTRINSICS:
             out[key] = update_intrinsics(value, matrix)
         elif key in maps:
-            out[key] = warp(value, MAP_WARPS[maps[key]])
+            rule = maps[key]
+            value = rotate_normals(value, roll) if rule.unit and roll else value
+            out[key] = warp(value, MAP_WARPS[rule.warp], label_border if rule.classes else 0)
         elif isinstance(value, np.ndarray) and value.ndim >= 2 and value.shape[:2] == image_hw:
             # A map of the image's size left as it is would no longer line up with the warped image.
             raise ValueError(f"dense/geometry.py: no warp rule for the map '{key}' {value.shape}; the maps it "
-                             f"warps: {', '.join(WARPED_MAPS)} (a new kind: declare its warp in its target spec's "
-                             f"maps)")
+                             f"warps: {', '.join([IMAGE, MASK, *maps])} (a new kind: declare its rule in its target "
+                             f"spec's maps)")
         else:
             out[key] = value
-    if "normals" in out:
-        normals = out["normals"]
-        norm = np.linalg.norm(normals, axis=-1, keepdims=True)
-        valid = norm[..., 0] > 0.5  # blends of opposite normals or with unlabelled pixels are dropped
-        out["normals"] = np.where(valid[..., None], normals / np.maximum(norm, 1e-6), 0).astype(np.float32)
-        if "mask" in out:
-            out["mask"] = out["mask"] & valid
-    if "mask" in out and "depth" in out:
-        out["mask"] = out["mask"] & (out["depth"] > 0)
-    if "mask" in out and "pointmap" in out:
-        out["mask"] = out["mask"] & (out["pointmap"][..., 2] > 0)
+    for key, rule in maps.items():
+        if key not in out:
+            continue
+        if rule.unit:
+            vectors = out[key]
+            norm = np.linalg.norm(vectors, axis=-1, keepdims=True)
+            valid = norm[..., 0] > 0.5  # blends of opposite vectors or with unlabelled pixels are dropped
+            out[key] = np.where(valid[..., None], vectors / np.maximum(norm, 1e-6), 0).astype(np.float32)
+            if MASK in out:
+                out[MASK] = out[MASK] & valid
+        if rule.valid is not None and MASK in out:
+            out[MASK] = out[MASK] & rule.valid(out[key])
     return out
 
 
-def flip_sample(sample: dict, flip_table: np.ndarray | None = None) -> dict:
-    """Horizontal flip with the per-target rules (see the module docstring)."""
+def flip_sample(sample: dict, flip_table: np.ndarray | None = None, maps: Mapping[str, MapRule] | None = None) -> dict:
+    """Horizontal flip with the per-map rules (see the module docstring; ``maps``: the task's ``MapRule``s)."""
+    maps = maps or {}
     out = {}
     for key, value in sample.items():
-        if key == "K":
-            out[key] = flip_intrinsics(value, sample["image"].shape[1])
+        if key == INTRINSICS:
+            out[key] = flip_intrinsics(value, sample[IMAGE].shape[1])
             continue
         if not isinstance(value, np.ndarray) or value.ndim < 2:
             out[key] = value
             continue
         value = np.ascontiguousarray(value[:, ::-1])
-        if key == "labels" and flip_table is not None:
+        rule = maps.get(key)
+        if rule is not None and rule.classes and flip_table is not None:
             value = flip_table[value]
-        elif key in ("normals", "pointmap"):
+        elif rule is not None and rule.vector:
             value = value.copy()
             value[..., 0] *= -1
         out[key] = value

@@ -10,16 +10,18 @@ import numpy as np
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
 from datamodules.dense.augment import PIPELINES, DenseAugment, resolve_augment
 from datamodules.dense.geometry import (
-    COLOUR_MAPS, FITS, SAPIENS2_FLIP_CLASSES, check_flip_classes, fit_scale, flip_sample, letterbox_matrix, scale_offset_matrix,
+    SAPIENS2_FLIP_CLASSES, check_flip_classes, fit_scale, flip_sample, letterbox_matrix, scale_offset_matrix,
     stretch_matrix, warp_sample,
 )
+from datamodules.dense.maps import MapRule
+from datamodules.dense.pipelines import FITS, GENERIC_PIPELINE, LETTERBOX
 from datamodules.transforms.photometric import colour_pipeline, degrade_pipeline
 
 
 class DenseTransform:
     """Training (``augment`` set, its ``pipeline``: see ``dense.augment``) or validation transform to
     ``input_size`` (H, W). Validation resizes by ``fit``: ``letterbox`` (aspect kept, centred, zero padding)
-    or ``stretch`` (the seg recipe's). ``maps``: the warps of the task's own map kinds (``TargetSpec.maps``).
+    or ``stretch`` (the seg recipe's). ``maps``: how the task's maps move (``TargetSpec.maps``).
 
     The generic pipeline (today's set, matting's default) draws in a fixed order (scale, offsets, flip)
     whatever the outcome, so two calls with equally seeded generators differing only in ``flip_prob`` give
@@ -28,21 +30,22 @@ class DenseTransform:
     """
 
     def __init__(self, input_size: tuple[int, int], augment: DenseAugment | dict | None = None, flip_classes=None,
-                 num_classes: int = len(SAPIENS2_PART_CLASSES), fit: str = "letterbox",
-                 maps: Mapping[str, str] | None = None):
+                 num_classes: int = len(SAPIENS2_PART_CLASSES), fit: str = LETTERBOX,
+                 maps: Mapping[str, MapRule] | None = None):
         if fit not in FITS:
             raise ValueError(f"dense/transforms.py: fit must be one of {FITS}, got {fit!r}")
         self.input_size = (int(input_size[0]), int(input_size[1]))
         self.fit = fit
         self.maps = dict(maps or {})
+        self.colour_maps = tuple(key for key, rule in self.maps.items() if rule.colour)
         flip_classes = SAPIENS2_FLIP_CLASSES if flip_classes is None and num_classes == 29 else flip_classes
         self.flip_table = (check_flip_classes(flip_classes, num_classes) if flip_classes is not None
                            else None)
         self.augment, self.pipeline, self.photometric = None, None, None
         if augment is not None:
             self.augment = augment = resolve_augment(augment)
-            if augment.pipeline == "generic":
-                self.photometric = (colour_pipeline(augment.photometric_prob, COLOUR_MAPS),
+            if augment.pipeline == GENERIC_PIPELINE:
+                self.photometric = (colour_pipeline(augment.photometric_prob, self.colour_maps),
                                     degrade_pipeline(augment.blur_prob, augment.dropout_prob))
             else:
                 self.pipeline = PIPELINES[augment.pipeline](augment, self.input_size, self.flip_table, self.maps)
@@ -51,7 +54,7 @@ class DenseTransform:
         """Pixel affine: without ``rng`` the validation fit; with it the generic pipeline's random scale
         (``scale_range`` x the letterbox fit) and random crop / pad."""
         if rng is None or self.augment is None:
-            return (letterbox_matrix if self.fit == "letterbox" else stretch_matrix)(shape, self.input_size)
+            return (letterbox_matrix if self.fit == LETTERBOX else stretch_matrix)(shape, self.input_size)
         out_h, out_w = self.input_size
         scale = fit_scale(shape, self.input_size)
         low, high = self.augment.scale_range
@@ -63,12 +66,12 @@ class DenseTransform:
         return scale_offset_matrix(scale, *offsets)
 
     def change_pixels(self, out: dict, rng: np.random.Generator) -> dict:
-        """The generic pipeline's colour changes of the image and of the maps of its colours (``COLOUR_MAPS``, float
+        """The generic pipeline's colour changes of the image and of the maps of its colours (``MapRule.colour``, float
         in [0, 1], changed as 8-bit images), then blur and dropout of the image alone."""
         colour, degrade = self.photometric
         colour.set_random_seed(int(rng.integers(2**31)))
         degrade.set_random_seed(int(rng.integers(2**31)))
-        maps = {k: np.round(np.clip(out[k], 0, 1) * 255).astype(np.uint8) for k in COLOUR_MAPS if k in out}
+        maps = {k: np.round(np.clip(out[k], 0, 1) * 255).astype(np.uint8) for k in self.colour_maps if k in out}
         changed = colour(image=out["image"], **maps)
         out = {**out, **{k: changed[k].astype(np.float32) / 255.0 for k in maps}}
         out["image"] = degrade(image=changed["image"])["image"]
@@ -83,5 +86,5 @@ class DenseTransform:
             if self.photometric is not None:
                 out = self.change_pixels(out, rng)
             if flip:  # last, as in dense_augment: a flipped sample is the exact mirror of the unflipped one
-                out = flip_sample(out, self.flip_table)
+                out = flip_sample(out, self.flip_table, self.maps)
         return out

@@ -17,6 +17,9 @@ from datamodules.shards.store import ShardStore
 
 FORMAT, VERSION = "sapiens2_ft shards", 1
 INDEX, ARRAYS = "index.json", "index.npz"
+# The kinds of samples an index holds (its ``kind``): person crops of COCO keypoints, and whole images with per-pixel
+# targets (a format value of index.json, which names the crops after the top-down pose data).
+PERSON_CROPS, WHOLE_IMAGES = "pose", "dense"
 
 
 class ShardFiles:

@@ -20,7 +20,7 @@ from datamodules.boundary.writes import copy_file, replacing, write_json
 from datamodules.dense_dataset import DenseDataset
 from datamodules.errors import DataError
 from datamodules.pose_dataset import TopdownPoseDataset
-from datamodules.shards.index import ARRAYS, FORMAT, INDEX, VERSION
+from datamodules.shards.index import ARRAYS, FORMAT, INDEX, PERSON_CROPS, VERSION, WHOLE_IMAGES
 
 PATTERN = "shard-%06d.tar"
 
@@ -92,7 +92,7 @@ def write_shards(out: Path, splits: dict[str, list[Part]], copies: dict[str, Pat
         np.savez(temporary, **arrays)
     for name, source in (copies or {}).items():
         copy_file(source, out, name)
-    index = {"format": FORMAT, "version": VERSION, "kind": "pose" if pose else "dense", **(meta or {}),
+    index = {"format": FORMAT, "version": VERSION, "kind": PERSON_CROPS if pose else WHOLE_IMAGES, **(meta or {}),
              "splits": {split: [{"key": keys[id(p)], "name": p.name, "repeat": p.repeat} for p in parts]
                         for split, parts in splits.items()},
              "parts": part_meta, "shards": shards, "copies": sorted(copies or {}),

@@ -30,13 +30,14 @@ from datamodules.boundary.images import decode, read_image
 from datamodules.boundary.writes import copy_file, write_bytes, write_image, write_json, write_text
 from datamodules.data_check import DataReport, check_coco, check_dense
 from datamodules.dense.files import IMAGE_SUFFIXES
-from datamodules.dense.targets.seg import IGNORE_INDEX, SEG
 from datamodules.errors import DataError
 from datamodules.keypoints.metainfo import KeypointMetainfo
 from sapiens2_ft.convert.masks import Mask, foreground_corners
 from sapiens2_ft.convert.names import CLASS_SET_BYTES, NameMap
 from sapiens2_ft.convert.records import ConvertError, ImageRecord, Person
 from sapiens2_ft.convert.shapes import at, paint_region
+from sapiens2_ft.tasks.seg.targets import IGNORE_INDEX
+from sapiens2_ft.tasks.seg.targets import TARGETS as SEG
 
 
 @dataclass
@@ -289,7 +290,7 @@ def write_dataset(records: list[ImageRecord], out: Path, labels: LabelSets, prob
             check_coco(out / "annotations" / f"{s}.json", out / s / "images", metainfo, result.check, f"{s} pose")
         if seg:
             dense = DataReport()
-            check_dense(out, s, SEG.task, len(classes.targets), dense)
+            check_dense(out, s, SEG, len(classes.targets), dense)
             result.check.problems += dense.problems
             result.check.checked[f"{s} {SEG.task}"] = dense.checked.get(s, Counter())
     if seg:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence, runtime_checkable
+from typing import ClassVar, Iterable, Protocol, Sequence, runtime_checkable
 
 import lightning as L
 import numpy as np
@@ -33,7 +33,7 @@ from sapiens2_ft.models.sharding import ScaleConfig, place_model
 from sapiens2_ft.problems import ConfigProblems
 from sapiens2_ft.tasks.diagnostics import Diagnostics
 from sapiens2_ft.tasks.inference import Batch, Files, Outputs, TaskInference, write_arrays
-from sapiens2_ft.tasks.registry import TaskSpec, model_class, task_spec
+from sapiens2_ft.tasks.spec import TaskSpec
 from sapiens2_ft.tasks.visualize import image_rgb
 
 NUM_SAVED_PREDICTIONS = 8  # validation samples whose predictions go to <run_dir>/predictions/
@@ -44,7 +44,7 @@ MAX_PANEL_SAMPLES = 8  # validation samples kept for the image panels
 class RunModule(Protocol):
     """What the training layer (CLI, callbacks, run summary) uses of a module: every task module has it."""
 
-    task: str  # the task registry's name
+    task: str  # the task's name (its spec's)
     monitor: tuple[str, str]  # (metric, "max" | "min") of checkpoint selection
     labels: list[str]  # output names a resumed or initialised run must match
 
@@ -107,12 +107,6 @@ def weight_name_problems(weights: dict[str, float], known: dict[str, float], key
     return [f"{key}: unknown names {sorted(unknown)}; known: {sorted(known)}"] if unknown else []
 
 
-def check_weight_names(weights: dict[str, float], known: dict[str, float], key: str = "model.loss_weights") -> None:
-    """Refuse weights of unknown names, naming the config key and the known names."""
-    for problem in weight_name_problems(weights, known, key):
-        raise ValueError(problem)
-
-
 def training_optimizer(module: L.LightningModule, parameters: nn.Module, optim: OptimConfig, num_layers: int):
     """Lightning's optimiser dict for ``parameters`` over the whole run (``module``'s trainer's step count)."""
     return build_optimizer(parameters, optim, num_layers, int(module.trainer.estimated_stepping_batches))
@@ -154,9 +148,12 @@ class TaskModule(L.LightningModule):
         frozen_dtype: Storage of the frozen layers' weights (with ``freeze`` or ``lora``) in training: ``auto``
             (the autocast dtype of ``trainer.precision``: bfloat16 under bf16-mixed, else float32), ``float32``,
             ``bfloat16`` or ``float16`` (these two need the matching mixed precision). Trained weights stay float32.
+
+    A task module passes ``_inference_options``, the arguments of its inference class beyond the input size (pose: its
+    keypoint set, flip test, sigma and heatmap output), from its own arguments (private: not a config key).
     """
 
-    task: str  # the task registry's name, set by each subclass
+    spec: ClassVar[TaskSpec]  # the task's spec (``tasks/<task>/spec.py``), set by each subclass
     inference_class: type[TaskInference] | None = None  # its inference object's class (None: multi-task pretraining)
     panel_outputs: tuple[str, ...] | None = None  # outputs kept for the panels (None: all)
 
@@ -176,9 +173,10 @@ class TaskModule(L.LightningModule):
         freeze_blocks: int = 0,
         lora: LoraOptions = LoraOptions(),
         frozen_dtype: str = "auto",
+        _inference_options: dict | None = None,
     ):
         super().__init__()
-        self.save_hyperparameters()  # the subclass's arguments too
+        self.save_hyperparameters(ignore=["_inference_options"])  # the subclass's arguments too
         problems = type(self).check_options(**self.hparams)
         if problems:
             raise ConfigProblems(problems)
@@ -187,11 +185,11 @@ class TaskModule(L.LightningModule):
         self.optim = as_dataclass(OptimConfig, optim)
         self.scale = as_dataclass(ScaleConfig, scale)
         self.lora = as_dataclass(LoraOptions, lora)
-        # What the task does with its model (forward pass, decoding, files, pictures): the model is set on it too.
-        self.inference = (self.inference_class(input_size, **self.inference_options())
-                          if self.inference_class is not None else None)
-        self.labels: list[str] = list(self.inference.labels if self.inference is not None else self.spec.outputs)
         self.model: nn.Module | None = None  # built in configure_model, for the trainer's strategy
+        # What the task does with its model (forward pass, decoding, files, pictures); it runs this module's model.
+        self.inference = (self.inference_class(input_size, **(_inference_options or {})).held_by(self)
+                          if self.inference_class is not None else None)
+        self.labels: list[str] = list(self.inference.labels if self.inference is not None else self.spec.model.outputs)
         self.load_report: LoadReport | None = None
         self.val_metrics = None  # the task's torchmetrics Metric (pose: made at the first validation)
         self._saved: list[tuple[str, dict[str, np.ndarray]]] = []
@@ -237,24 +235,15 @@ class TaskModule(L.LightningModule):
         return problems
 
     @property
-    def spec(self) -> TaskSpec:
-        """This task's registry entry."""
-        return task_spec(self.task)
+    def task(self) -> str:
+        """The task's name (its spec's)."""
+        return self.spec.name
 
     @property
     def monitor(self) -> tuple[str, str]:
-        return self.spec.monitor
-
-    def __setattr__(self, name: str, value) -> None:
-        super().__setattr__(name, value)
-        if name == "model" and self.__dict__.get("inference") is not None:
-            self.inference.model = value  # the inference object runs the model this module holds, whoever sets it
+        return self.spec.training.monitor
 
     # -- the model ---------------------------------------------------------------------------
-
-    def inference_options(self) -> dict:
-        """Arguments of the task's inference class beyond the input size, from this module's (``self.hparams``)."""
-        return {}
 
     @classmethod
     def options_from_model(cls, directory: Path, config, labels=None) -> dict:
@@ -272,7 +261,7 @@ class TaskModule(L.LightningModule):
     def empty_model(self, config) -> nn.Module:
         """The architecture of a built model's ``config``, weights not loaded (what FSDP2's other ranks build on the
         meta device before rank 0's weights reach their shards)."""
-        return model_class(self.task)(config)
+        return self.spec.model.transformers_class()(config)
 
     def configure_model(self) -> None:
         """Build and place ``self.model`` once: sharded over the device mesh when the strategy has one."""

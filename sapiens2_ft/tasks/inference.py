@@ -23,13 +23,14 @@ import torch
 from torch import nn
 
 from datamodules.boundary.writes import write_array, write_image
-from datamodules.dense.augment import validation_fit
 from datamodules.dense.geometry import letterbox_matrix, stretch_matrix
+from datamodules.dense.pipelines import LETTERBOX
 from datamodules.transforms import affine
 from sapiens2_ft.models.factory import LoadReport, label_rows
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.tasks.dense_maps import unwarp
-from sapiens2_ft.tasks.registry import build_task_model, task_spec
+from sapiens2_ft.tasks.spec import TaskSpec
+from sapiens2_ft.tasks.task_model import build_task_model
 from sapiens2_ft.tasks.sample_pictures import SheetLabels
 
 
@@ -93,11 +94,12 @@ class ImageFiles:
 class TaskInference:
     """A task's trained model and everything prediction does with it (see the module docstring).
 
-    ``model``: the transformers model (or a stand-in called the same way, such as ``models.onnx.OnnxModel``),
-    built by ``build`` or set by the task's LightningModule; ``input_size``: the network input (H, W).
+    ``model``: the transformers model (or a stand-in called the same way, such as ``models.onnx.OnnxModel``), built
+    by ``build`` or given; or, held by the task's LightningModule (``held_by``), the model that module owns;
+    ``input_size``: the network input (H, W).
     """
 
-    task: ClassVar[str]  # the task registry's name
+    spec: ClassVar[TaskSpec]  # the task's spec (``tasks/<task>/spec.py``)
     takes_person_boxes: ClassVar[bool] = False  # runs on one crop per person box (top-down), not on whole images
     finds_people: ClassVar[bool] = False  # ``people``: where the people are in its outputs (boxes, masks)
     takes_focal: ClassVar[bool] = False  # ``with_focal``: its outputs take a known camera's focal length
@@ -105,10 +107,31 @@ class TaskInference:
 
     def __init__(self, input_size: Sequence[int] = (256, 192), model: nn.Module | None = None):
         self.input_size = (int(input_size[0]), int(input_size[1]))
-        self.model = model
-        self.labels: list[str] = list(task_spec(self.task).outputs)  # a label-set task sets its own
+        self._model, self._holder = model, None
+        self.labels: list[str] = list(self.spec.model.outputs)  # a label-set task sets its own
         self.load_report: LoadReport | None = None  # what ``build`` did with the weights, when it built the model
         self._device = torch.device("cpu")
+
+    @property
+    def task(self) -> str:
+        """The task's name (its spec's)."""
+        return self.spec.name
+
+    @property
+    def model(self) -> nn.Module | None:
+        """The model it runs: its own, or the one of the module that holds it (one owner)."""
+        return self._holder.model if self._holder is not None else self._model
+
+    @model.setter
+    def model(self, model: nn.Module | None) -> None:
+        if self._holder is not None:
+            raise AttributeError(f"this {self.task} inference object runs its module's model: set the module's")
+        self._model = model
+
+    def held_by(self, holder) -> "TaskInference":
+        """Run the model ``holder`` owns (its task's LightningModule, whoever sets that module's ``model``)."""
+        self._holder = holder
+        return self
 
     @property
     def device(self) -> torch.device:
@@ -120,7 +143,7 @@ class TaskInference:
         """The model in eval mode on ``device``."""
         self._device = torch.device(device)
         if isinstance(self.model, nn.Module):
-            self.model = self.model.eval().to(self._device)
+            self.model.eval().to(self._device)  # in place
         return self
 
     # -- the model -------------------------------------------------------------------------------
@@ -131,9 +154,9 @@ class TaskInference:
 
     def build(self, init_from: str | None = None, pretraining_head: bool = False,
               **source) -> tuple[nn.Module, LoadReport]:
-        """This task's model for its labels and input size (``tasks.registry.build_task_model``; ``source``: the
+        """This task's model for its labels and input size (``tasks.task_model.build_task_model``; ``source``: the
         ``models.factory.ModelSource`` fields, ``pretrained``, ``size``, ``head``, ...)."""
-        return build_task_model(self.task, self.labels, self.input_size, init_from, pretraining_head,
+        return build_task_model(self.spec, self.labels, self.input_size, init_from, pretraining_head,
                                 **self.model_options(), **source)
 
     def checkpoint_record(self) -> dict:
@@ -146,10 +169,11 @@ class TaskInference:
         label set and what its config records. ``labels``: the label set asked for (seg: class names), its rows
         chosen from the model's by name; None: the model's own. A name the model lacks, or labels for a task of
         fixed outputs, is a ValueError naming them."""
-        spec = task_spec(cls.task)
+        spec = cls.spec.model
         if spec.label_arg is None:
             if labels is not None:
-                raise ValueError(f"a {cls.task} model has fixed outputs {list(spec.outputs)}; it takes no label set")
+                raise ValueError(f"a {cls.spec.name} model has fixed outputs {list(spec.outputs)}; it takes no label "
+                                 "set")
             return {}
         if labels is None:
             names = cls.row_names(directory, config)
@@ -164,7 +188,7 @@ class TaskInference:
     def row_names(cls, directory: Path, config) -> list[str] | None:
         """The names of a saved model's output rows: its config's, else the released ones when their count fits
         (a released hub model names none); None when unnamed."""
-        spec = task_spec(cls.task)
+        spec = cls.spec.model
         rows = label_rows(config, spec.released_labels() if spec.released_labels else ())
         return sorted(rows, key=rows.get) if rows else None
 
@@ -172,7 +196,7 @@ class TaskInference:
     def check_rows(cls, directory: Path, config, names: list[str]) -> None:
         """A ValueError unless every one of ``names`` is an output row of the saved model (unnamed rows: only a
         label set of their count fits, row for row)."""
-        kind = task_spec(cls.task).label_kind
+        kind = cls.spec.model.label_kind
         rows = cls.row_names(directory, config)
         if rows is None:
             if len(names) != config.num_labels:
@@ -211,7 +235,7 @@ class TaskInference:
                              f"{self.task}")
         if focal is not None and not focal > 0:
             raise ValueError(f"focal: the focal length in pixels must be > 0, got {focal}")
-        fit = letterbox_matrix if validation_fit(None, self.task) == "letterbox" else stretch_matrix
+        fit = letterbox_matrix if self.spec.resize == LETTERBOX else stretch_matrix
         matrices = [fit(image.shape[:2], self.input_size) for image in images]
         crops = np.stack([affine.warp_image(image, m, self.input_size) for image, m in zip(images, matrices)])
         device = self.device

@@ -1,7 +1,7 @@
 """What the data-check sheet (``tasks/sample_sheet.py``) needs to draw one training sample: the label set, the
 cell's tiles, and the item's image and maps at the sheet's scale.
 
-Each task draws its own cell (``tasks/<task>/draw.py``: ``draw_sample``, named by ``TaskSpec.draw_sample``) from
+Each task draws its own cell (``tasks/<task>/draw.py``: ``draw_sample``, named by ``TaskSpec.data.draw_sample``) from
 one item as the training loader yields it (tensors or arrays: ``image`` (3, H, W) and the task's targets, see
 ``datamodules/pose_dataset.py`` and ``dense_dataset.py``), with the task's one drawing of its maps.
 """

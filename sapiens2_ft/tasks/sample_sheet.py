@@ -2,7 +2,7 @@
 
 ``python -m sapiens2_ft.check_data --show N`` writes it from the training loader, ``train.py`` from the first
 training batch of every run (``<run_dir>/data_check.png``). Each sample is one cell of a grid: the tiles its
-task's ``TaskSpec.draw_sample`` returns (``tasks/<task>/draw.py``), each under a caption strip; below the
+task's ``TaskSpec.data.draw_sample`` returns (``tasks/<task>/draw.py``), each under a caption strip; below the
 grid a key of the keypoint sides (pose) or a legend of the classes present (seg).
 """
 
@@ -86,9 +86,9 @@ def _cell(picture: SamplePicture) -> np.ndarray:
 def data_sheet(task: str, items: list[dict], labels: SheetLabels, columns: int | None = None) -> ContactSheet:
     """The sheet of ``items`` (dataset items or ``split_batch`` parts of one task) in a grid of ``columns``
     cells per row (default: as square as the count allows)."""
-    draw = task_spec(task).draw_sample
+    draw = task_spec(task).data.draw_sample
     if draw is None:
-        raise ValueError(f"task '{task}' has no data sheet (its TaskSpec.draw_sample is unset)")
+        raise ValueError(f"task '{task}' has no data sheet (its TaskSpec.data.draw_sample is unset)")
     if not items:
         raise ValueError("no samples to draw")
     factor = display_factor(int(items[0]["image"].shape[-2]))

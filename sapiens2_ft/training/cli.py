@@ -146,7 +146,7 @@ def config_problems(config, module_class) -> list[str]:
     """The module's options' problems (``TaskModule.check_options``), their fit with the trainer, and the command
     line's own, each naming its key."""
     problems = []
-    if config.task != module_class.task:  # task_of's quick read must agree with the parser's
+    if config.task != module_class.spec.name:  # task_of's quick read must agree with the parser's
         problems.append(f"task: the config says '{config.task}', but {module_class.__name__} was chosen from the "
                         f"arguments (task_of); give the task once, in a config or as --task")
     if config.resume and config.init_from:
@@ -222,7 +222,8 @@ class Sapiens2CLI(LightningCLI):
         args = kwargs.get("args")
         check_recipe_files(list(sys.argv[1:] if args is None else args))  # before the parser imports what they name
         with only_imports_under(import_roots()):
-            super().__init__(import_class(self.task.module), import_class(self.task.datamodule), **kwargs)
+            training = self.task.training
+            super().__init__(import_class(training.module), import_class(training.datamodule), **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_argument("--task", default=DEFAULT_TASK, help=f"Task: {', '.join(TASKS)}")
@@ -251,7 +252,7 @@ class Sapiens2CLI(LightningCLI):
         parser.add_class_arguments(EMAConfig, "ema")
         parser.add_class_arguments(EarlyStoppingConfig, "early_stopping")
         parser.link_arguments("init_from", "model.init_from")
-        for link in self.task.links:
+        for link in self.task.training.links:
             parser.link_arguments(*link)
 
     def before_instantiate_classes(self) -> None:
@@ -381,7 +382,7 @@ def _main(argv: list[str] | None) -> dict:
         info = cli.resume
         try:
             check_compatible(info.path, info.task, info.labels, model.task, model.labels, "--resume",
-                             task_spec(model.task).label_kind)
+                             task_spec(model.task).model.label_kind)
         except CheckpointError as err:
             raise SystemExit(str(err)) from None
         checkpoint = str(info.path)

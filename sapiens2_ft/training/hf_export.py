@@ -49,8 +49,7 @@ def preprocessor_config(task: str, image_size, heatmap_sigma: float | None = Non
         "image_mean": [round(m / 255, 6) for m in IMAGE_MEAN],
         "image_std": [round(s / 255, 6) for s in IMAGE_STD],
         "do_reduce_labels": False,
-        "do_pad": False,
-        **task_spec(task).processor,  # letterboxed (do_pad) where transformers' post-processing un-pads
+        **task_spec(task).processor_settings(),  # do_pad: letterboxed as the task is trained and predicted
     }
     if "keypoint_heatmap_downscale_factor" in config and heatmap_sigma is not None:
         config["keypoint_heatmap_sigma"] = heatmap_sigma

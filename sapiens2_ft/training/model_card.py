@@ -16,10 +16,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import yaml
+from transformers import Sapiens2Config
 
 from datamodules.boundary.files import read_json, read_text, read_yaml
 from datamodules.boundary.folders import handed_file
 from datamodules.boundary.writes import copy_file, write_text
+from sapiens2_ft.models.head_size import output_scale
 from sapiens2_ft.resources import shipped_asset
 from sapiens2_ft.tasks.registry import TASK_KEY, TASKS, takes_person_boxes, task_of_config, task_spec
 from sapiens2_ft.training.public_text import public_text
@@ -105,7 +107,7 @@ def dataset_entry(root: str | Path | None, variant: str | None = None) -> dict:
 
 def result_entry(task: str, dataset: dict, metrics: dict[str, float]) -> dict:
     spec = task_spec(task)
-    return {"task": {"type": spec.pipeline_tag or task, "name": task}, "dataset": dict(dataset),
+    return {"task": {"type": spec.export.pipeline_tag or task, "name": task}, "dataset": dict(dataset),
             "metrics": [{"type": name, "value": float(value), "name": name} for name, value in metrics.items()]}
 
 
@@ -116,8 +118,8 @@ def metadata(info, name: str, metrics: dict[str, float], dataset: dict) -> dict:
     if base:
         meta["base_model"] = base
     meta["library_name"] = "transformers"
-    if spec.pipeline_tag:
-        meta["pipeline_tag"] = spec.pipeline_tag
+    if spec.export.pipeline_tag:
+        meta["pipeline_tag"] = spec.export.pipeline_tag
     meta["tags"] = [*TAGS, info.task]
     if metrics:
         meta["model-index"] = [{"name": name, "results": [result_entry(info.task, dataset, metrics)]}]
@@ -141,24 +143,52 @@ def results_text(meta: dict) -> str:
     return "\n".join(lines)
 
 
-def usage_text(task: str, model: str) -> str:
+def post_process_text(task: str, scale: float) -> str:
+    """What transformers' own post-processing does with this model's outputs (a whole-image task), given its maps'
+    ``scale`` of the input size (``models.head_size.output_scale``); empty for a task of person crops."""
+    spec = task_spec(task)
+    method, resize = spec.export.post_process, spec.resize
+    if resize is None:
+        return ""
+    shown = "the input size" if scale == 1.0 else f"{scale:g} of the input size"
+    crop = ("remove the letterbox the processor added (the image fitted inside the input, centred: its box is "
+            "int(h * s) x int(w * s) pixels in the middle, s = min(H / h, W / w) for an h x w image and an H x W "
+            "input) and resize to the image")
+    if spec.transformers_post_processes(scale):
+        sizes = "source_sizes" if spec.export.unpads else "target_sizes"
+        return (f"`processor.{method}(outputs, {sizes}=[(h, w)])` turns the outputs into results at an h x w image's "
+                f"size, undoing the processor's {resize} (its maps come out at {shown}).")
+    if method is None:
+        why = "transformers has no post-processing for this task (its class's is another task's)"
+    elif not spec.export.unpads:
+        why = f"`processor.{method}` only resizes: it keeps the letterbox's padding"
+    else:
+        why = (f"its maps come out at {shown}, and `processor.{method}` removes the letterbox in input pixels: it "
+               f"fails on them")
+    return (f"The processor letterboxes the image as training did (`do_pad`), but {why}. Resize the outputs to the "
+            f"input size, {crop}, or use sapiens2-ft's predict below, which does.")
+
+
+def usage_text(task: str, model: str, scale: float = 1.0) -> str:
+    """The card's loading example; ``scale``: the model's maps' size against its input (its head's)."""
     spec = task_spec(task)
     top_down = takes_person_boxes(task)
     people = " --detector" if top_down else ""
     crop = "  # on one person's crop (top-down)" if top_down else ""
+    after = post_process_text(task, scale)
     return f"""## How to use
 
 With `transformers` alone (its Sapiens2 classes; the image processor resizes and normalises as training did):
 
 ```python
 from PIL import Image
-from transformers import AutoImageProcessor, {spec.auto_class}
+from transformers import AutoImageProcessor, {spec.export.auto_class}
 
-model = {spec.auto_class}.from_pretrained("{model}")
+model = {spec.export.auto_class}.from_pretrained("{model}")
 processor = AutoImageProcessor.from_pretrained("{model}")
 outputs = model(**processor(images=Image.open("photo.jpg"), return_tensors="pt")){crop}
 ```
-
+{chr(10) + after + chr(10) if after else ""}
 With sapiens2-ft (`pip install sapiens2-ft`), the whole pipeline of its `predict` (person boxes, flip test,
 decoding, pictures):
 
@@ -177,7 +207,7 @@ sapiens2-ft app --model {model}   # a web demo (pip install 'sapiens2-ft[app]')
 
 def labels_text(info) -> str:
     spec, labels = task_spec(info.task), info.labels
-    kind = {"keypoint": "keypoints", "class": "classes"}.get(spec.label_kind, "output channels")
+    kind = {"keypoint": "keypoints", "class": "classes"}.get(spec.model.label_kind, "output channels")
     named = f" (keypoint set `{info.keypoints['name']}`)" if (info.keypoints or {}).get("name") else ""
     shown = ", ".join(labels[:40]) + (f", ... ({len(labels) - 40} more, in `config.json`)" if len(labels) > 40 else "")
     return f"## Labels\n\n{len(labels)} {kind}{named}: {shown}."
@@ -271,17 +301,18 @@ def write_card(out: Path, info) -> Path:
     meta = metadata(info, name, metrics, dataset_entry((config.get("data") or {}).get("root")))
     copy_licence(out)
     picture = copy_picture(run_dir, out)
-    monitor, mode = spec.monitor
+    monitor, mode = spec.training.monitor
     best = bool(summary.get("best_checkpoint")) and Path(summary["best_checkpoint"]).resolve() == info.path.resolve()
     chosen = f"the run's best by {monitor.removeprefix('val/')} ({mode}), " if best else ""
     intro = (f"A [Sapiens2]({SAPIENS2_URL}) {info.task} model fine-tuned with sapiens2-ft: it predicts "
-             f"{spec.predicts}. The weights exported here are {chosen}at step {info.global_step:,}.")
+             f"{spec.export.predicts}. The weights exported here are {chosen}at step {info.global_step:,}.")
     parts = [f"# {name}", intro, labels_text(info), section(RESULTS, results_text(meta))]
     if picture is not None:
         parts.append(f"![Validation samples of the run: input, ground truth and prediction]({PICTURE_FILE})\n\n"
                      "Validation samples at the run's last validation.")
+    scale = output_scale(Sapiens2Config.from_dict(info.model_config))
     parts += [data_text(info.task, config, summary), recipe_text(info, config, summary), section(USAGE, usage_text(
-        info.task, str(out))), limits_text(info, config), licence_text()]
+        info.task, str(out), scale)), limits_text(info, config), licence_text()]
     card = join_card(meta, "\n" + "\n\n".join(p for p in parts if p) + "\n")
     return write_text(out, CARD_FILE, card)
 
@@ -307,7 +338,9 @@ def public_card(directory: Path, repo_id: str | None = None) -> str | None:
         for entry in meta.get("model-index") or []:
             entry["name"] = repo_id.split("/")[-1]
         task = export_task(directory)
-        body = replace_section(body, USAGE, usage_text(task, repo_id)) if task in TASKS else body
+        if task in TASKS:
+            scale = output_scale(Sapiens2Config.from_dict(read_json(handed_file(Path(directory), "config.json"))))
+            body = replace_section(body, USAGE, usage_text(task, repo_id, scale))
     body = re.sub(rf"<!-- sapiens2-ft:{COMMAND} -->\n.*?<!-- /sapiens2-ft:{COMMAND} -->\n*", "", body, flags=re.S)
     return public_text(join_card(meta, body))
 

@@ -1,7 +1,7 @@
 """An exported model directory (``training/hf_export.py``) plus its ONNX graph: ``DIR/model.onnx``
 (``models/onnx.py``) and ``DIR/onnx_config.json``, what a runtime needs around the graph (input size, colour
 order and normalisation, resize rule, labels, flip pairs, output shapes and how to decode them: the task's
-``TaskSpec.decode``). Used by ``export --format onnx`` and ``predict --backend onnxruntime``; docs/deploy.md."""
+``TaskSpec.export.decode``). Used by ``export --format onnx`` and ``predict --backend onnxruntime``; docs/deploy.md."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import torch
 from datamodules.boundary.files import read_json
 from datamodules.boundary.folders import handed_file
 from datamodules.boundary.writes import staged, write_json
+from datamodules.dense.pipelines import LETTERBOX, STRETCH
 from sapiens2_ft.models.onnx import DTYPES, ONNX_FILE, export_onnx
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
 from sapiens2_ft.tasks.registry import TASKS, model_class, takes_person_boxes, task_of_config, task_spec
@@ -20,6 +21,14 @@ from sapiens2_ft.tasks.saved_model import PREPROCESSOR_FILE, exported_input_size
 from sapiens2_ft.training.export_dir import export_files, recording
 
 ONNX_CONFIG_FILE = "onnx_config.json"
+# A whole-image task's resize (``TaskSpec.resize``): the runtime's step before the graph and the one after its decode.
+RESIZE_STEPS = {
+    LETTERBOX: ("letterbox (keep aspect, centred, zero padding)",
+                "Then remove the letterbox's padding (the image fitted inside the input, centred) and resize to the "
+                "image size."),
+    STRETCH: ("stretch", "Then resize to the image size (undoing the stretch)."),
+}
+CROP = "person crop: box widened to the input aspect, affine-warped"
 
 
 def onnx_config(directory: Path, config, task: str, names: list[str], shapes: dict, dtype: str) -> dict:
@@ -27,8 +36,7 @@ def onnx_config(directory: Path, config, task: str, names: list[str], shapes: di
     processor = read_json(handed_file(directory, PREPROCESSOR_FILE))
     size = processor["size"]
     spec = task_spec(task)
-    resize = ("person crop: box widened to the input aspect, affine-warped" if takes_person_boxes(task) else
-              "letterbox (keep aspect, pad the bottom / right)" if processor.get("do_pad") else "stretch")
+    resize, undo = (CROP, "") if takes_person_boxes(task) else RESIZE_STEPS[spec.resize]
     return {
         "model": ONNX_FILE, "task": task, "architecture": config.architectures[0], "dtype": dtype,
         "input": {"name": "pixel_values", "shape": ["batch", 3, size["height"], size["width"]], "layout": "NCHW",
@@ -38,7 +46,7 @@ def onnx_config(directory: Path, config, task: str, names: list[str], shapes: di
         "labels": [config.id2label[i] for i in range(config.num_labels)],
         "flip_pairs": [list(p) for p in (getattr(config, "flip_pairs", None) or [])],
         "heatmap_output": getattr(config, "heatmap_output", None),
-        "decode": spec.decode,
+        "decode": " ".join(part for part in (spec.export.decode, undo) if part),
         "preprocessor": processor,
     }
 

@@ -15,8 +15,8 @@ import os
 import pytest
 
 from conftest import DEMO_IMAGES
-from datamodules.dense_datamodule import DenseDataModule
 from sapiens2_ft.tasks.albedo.metric import AlbedoMetrics
+from sapiens2_ft.tasks.dense_data import DenseTaskData
 from sapiens2_ft.training.cli import main
 from test_dense_demos import MAX_LOSS_RISE, _losses
 
@@ -36,7 +36,7 @@ VAL_IMAGES = 32  # the first 32 of the 60 val images (batch 8), at the start, th
 def constant_albedo(root, images: int | None = None) -> dict[str, float]:
     """The metrics of the mean albedo of the valid pixels of the val split (its first ``images``), predicted
     everywhere."""
-    dm = DenseDataModule("albedo", root=str(root), input_size=(256, 192), batch_size=8, num_workers=0)
+    dm = DenseTaskData("albedo", root=str(root), input_size=(256, 192), batch_size=8, num_workers=0)
     dm.setup("validate")
     batches = list(dm.val_dataloader())[:None if images is None else images // 8]
     mask = [b["mask"][:, None].float() for b in batches]

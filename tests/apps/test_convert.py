@@ -18,11 +18,11 @@ from conftest import COCO17, TEMPLATE, pose_run_args
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
 from datamodules.data_check import DataReport, check_coco, check_dense
 from datamodules.keypoints.metainfo import load_metainfo
-from datamodules.dense_datamodule import DenseDataModule
 from datamodules.pose_datamodule import PoseDataModule
 from sapiens2_ft.convert import ConvertError, convert, summary
 from sapiens2_ft.convert.__main__ import main as convert_main
 from sapiens2_ft.convert.shapes import Shape, people_from_shapes
+from sapiens2_ft.tasks.dense_data import DenseTaskData, dense_targets
 
 W, H = 120, 160
 CLASS = {name: i for i, name in enumerate(SAPIENS2_PART_CLASSES)}
@@ -127,7 +127,7 @@ def check_output(out: Path, split: str, scenes: list[Scene], occlusion: bool = T
     report = DataReport()
     check_coco(out / "annotations" / f"{split}.json", out / split / "images", load_metainfo("coco17"), report, split)
     if seg:
-        check_dense(out, split, "seg", max(classes.values()) + 1, report)
+        check_dense(out, split, dense_targets("seg"), max(classes.values()) + 1, report)
     assert not report.problems, report.format()
 
 
@@ -189,7 +189,7 @@ def test_labelme_keypoints_boxes_and_label_maps(labelme_result):
     assert "left_eye 4" in text  # missing for the second person of every image
     assert not result.problems.problems and not result.check.problems
     assert (out / "classes.txt").read_text().splitlines() == list(SAPIENS2_PART_CLASSES)
-    assert not DenseDataModule("seg", root=str(out)).check().problems  # its default layout: what check_data runs
+    assert not DenseTaskData("seg", root=str(out)).check().problems  # its default layout: what check_data runs
 
 
 def test_labelme_bad_records_name_the_file_and_shape(tmp_path, capsys):

@@ -17,9 +17,9 @@ import torch
 from conftest import pose_run_args
 from wandb_records import logged_keys
 
-from datamodules.dense_datamodule import DenseDataModule
 from sapiens2_ft import check_data
 from sapiens2_ft.models.preprocessing import normalize_images
+from sapiens2_ft.tasks.dense_data import DenseTaskData
 from sapiens2_ft.tasks.pose.draw import LEFT, RIGHT, SIDE_COLORS
 from sapiens2_ft.tasks.sample_pictures import display_image
 from sapiens2_ft.tasks.sample_sheet import GAP, SHEET_FILE, data_sheet, sheet_labels
@@ -151,7 +151,7 @@ def test_seg_sheet_has_the_images_and_a_legend_of_the_classes_present(dense_root
 
 @pytest.mark.parametrize("task", ["normal", "matting", "pointmap"])
 def test_dense_target_pictures(dense_root, task):
-    data = DenseDataModule(task, root=str(dense_root), input_size=(H, W), batch_size=2, num_workers=0)
+    data = DenseTaskData(task, root=str(dense_root), input_size=(H, W), batch_size=2, num_workers=0)
     data.setup("fit")
     items = [data.train_set[(i, 7)] for i in range(3)]
     sheet = data_sheet(task, items, sheet_labels(data))
@@ -183,7 +183,7 @@ def test_a_normalised_image_is_shown_as_the_input_it_came_from():
 
 
 def test_the_callback_draws_once_on_rank_0_and_keeps_the_sheet_of_a_resumed_run(dense_root, tmp_path):
-    data = DenseDataModule("normal", root=str(dense_root), input_size=(H, W), batch_size=2, num_workers=0)
+    data = DenseTaskData("normal", root=str(dense_root), input_size=(H, W), batch_size=2, num_workers=0)
     data.setup("fit")
     batch = next(iter(data.train_dataloader()))
     module = SimpleNamespace(task="normal")

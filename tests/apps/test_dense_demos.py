@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from datamodules.dense_datamodule import DenseDataModule
+from sapiens2_ft.tasks.dense_data import DenseTaskData
 from conftest import DEMO_IMAGES
 from sapiens2_ft.tasks.matting.metric import MattingMetrics
 from sapiens2_ft.tasks.normal.metric import NormalMetrics
@@ -42,7 +42,7 @@ BOUNDS = {"seg": 0.22, "normal": 29.5, "matting": 4.6, "pointmap": 0.55}
 
 
 def _val_batches(root, task):
-    dm = DenseDataModule(task, root=str(root), input_size=(256, 192), batch_size=16, num_workers=0)
+    dm = DenseTaskData(task, root=str(root), input_size=(256, 192), batch_size=16, num_workers=0)
     dm.setup("validate")
     return list(dm.val_dataloader())
 
@@ -107,6 +107,6 @@ def test_dense_demo_as_shipped_beats_the_constant_prediction(task, demo_data, tm
     assert {p.name.rsplit("_", 1)[0] for p in (tmp_path / "run" / "overlays").glob("*.png")} == {panel}
     assert list((tmp_path / "run" / "wandb").glob(f"offline-run-*/files/media/images/val/{panel}_*.png"))
     assert (tmp_path / "run" / "results.png").exists() and (tmp_path / "run" / "export" / "config.json").exists()
-    bound, higher = BOUNDS[task], TASKS[task].monitor[1] == "max"
+    bound, higher = BOUNDS[task], TASKS[task].training.monitor[1] == "max"
     assert (bound > baseline) if higher else (bound < baseline), f"the bound {bound} is no better than {baseline}"
     assert (value > bound) if higher else (value < bound), (value, bound, baseline)

@@ -33,7 +33,7 @@ def test_every_config_parses(config, capsys):
 
 
 def _released_stand_in(task: str, out: Path) -> Path:
-    labels = SAPIENS2_PART_CLASSES if task == "seg" else TASKS[task].outputs
+    labels = SAPIENS2_PART_CLASSES if task == "seg" else TASKS[task].model.outputs
     config = tiny_pose_config(len(labels))
     head = dict(upsample_out_channels=[16, 16], conv_out_channels=[16]) if task == "seg" else dict(SHUFFLE)
     if task == "pointmap":

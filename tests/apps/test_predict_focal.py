@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.dense_datamodule import DenseDataModule
 from sapiens2_ft import api, predict
+from sapiens2_ft.tasks.dense_data import DenseTaskData
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pointmap.module import PointmapModule
 
@@ -35,7 +35,7 @@ def val_images(root):
 
 
 def test_known_focal_gives_the_datamodules_scale(pointmap_module, dense_root):
-    dm = DenseDataModule("pointmap", root=str(dense_root), input_size=SIZE, batch_size=8, num_workers=0)
+    dm = DenseTaskData("pointmap", root=str(dense_root), input_size=SIZE, batch_size=8, num_workers=0)
     dm.setup("fit")
     batch = next(iter(dm.val_dataloader()))
     for name, image, K in val_images(dense_root):

@@ -17,17 +17,18 @@ import cv2
 import numpy as np
 import pytest
 
-from datamodules.dense.geometry import COLOUR_MAPS
 from datamodules.dense.augment import resolve_augment
-from datamodules.dense_dataset import load_sample
 from datamodules.dense.files import list_samples
+from datamodules.dense_dataset import load_sample
 from datamodules.dense.geometry import (
     NearestWarp, compose, rotation_matrix, scale_offset_matrix, stretch_matrix, warp_nearest, warp_sample,
 )
-from datamodules.dense.targets import TARGETS
 from datamodules.dense.transforms import DenseTransform
 from opencv_paths import PATHS, set_path
+from sapiens2_ft.tasks.dense_data import dense_targets
+from sapiens2_ft.tasks.registry import TASKS
 
+DENSE_TASKS = [name for name, spec in TASKS.items() if spec.data.targets is not None]
 SIZE = (128, 96)
 # Grey levels: the largest difference, and the mean one (rounding moves a pixel by one level, a shifted warp by many).
 IMAGE_TOLERANCE, IMAGE_MEAN = 4, 0.5
@@ -78,9 +79,9 @@ def test_separable_and_general_gathers_agree():
 
 
 def _samples(dense_root):
-    for task in TARGETS:  # every dense task's maps, albedo's included
-        samples, _ = list_samples(dense_root, "train", task)
-        yield task, load_sample(samples[2], task, 29)
+    for task in DENSE_TASKS:  # every dense task's maps, albedo's included
+        samples, _ = list_samples(dense_root, "train", dense_targets(task))
+        yield task, load_sample(samples[2], dense_targets(task), 29)
 
 
 def _augmented(dense_root, seeds=range(4)):
@@ -90,8 +91,8 @@ def _augmented(dense_root, seeds=range(4)):
         augment = dict(flip_prob=0.5)
         if task != "matting":
             augment.update(scale_prob=1.0, crop_prob=1.0, rotate_prob=1.0 if task != "pointmap" else 0.0)
-        maps = TARGETS[task].maps  # the warps a task's own map kinds declare (albedo's)
-        train = DenseTransform(SIZE, resolve_augment(augment, task), num_classes=29, maps=maps)
+        maps = dense_targets(task).maps  # how the task's maps move
+        train = DenseTransform(SIZE, resolve_augment(augment, dense_targets(task)), num_classes=29, maps=maps)
         for seed in seeds:
             out[task, seed] = train(data, np.random.default_rng(seed))
         out[task, "val"] = DenseTransform(SIZE, num_classes=29, maps=maps)(data)
@@ -100,6 +101,7 @@ def _augmented(dense_root, seeds=range(4)):
 
 def test_dense_targets_are_the_same_on_every_opencv_path(dense_root):
     results = {}
+    colours = {kind for task in DENSE_TASKS for kind, rule in dense_targets(task).maps.items() if rule.colour}
     for name in PATHS:
         set_path(name)
         try:
@@ -114,7 +116,7 @@ def test_dense_targets_are_the_same_on_every_opencv_path(dense_root):
                 where = f"{name} {key} {field}"
                 if field in NEAREST:
                     np.testing.assert_array_equal(value, expected, err_msg=where)
-                elif field in COLOUR_MAPS:  # colour-changed as 8-bit images, as the image is
+                elif field in colours:  # colour-changed as 8-bit images, as the image is
                     diff = np.abs(np.round(value * 255) - np.round(expected * 255))
                     assert diff.max() <= IMAGE_TOLERANCE and diff.mean() <= IMAGE_MEAN, where
                 elif value.dtype == np.uint8:
@@ -136,8 +138,9 @@ def test_flipped_pipelines_are_exact_mirrors(dense_root, opencv_path):
                  "pointmap": dict(crop_prob=1.0, scale_prob=1.0, dropout_prob=1.0),
                  "matting": dict(photometric_prob=1.0, dropout_prob=1.0),
                  "albedo": dict(crop_prob=1.0, scale_prob=1.0, rotate_prob=1.0, photometric_prob=1.0)}[task]
-        plain, flipped = (DenseTransform(SIZE, resolve_augment(dict(extra, flip_prob=flip), task), num_classes=29,
-                                         maps=TARGETS[task].maps)(data, np.random.default_rng(5))
+        targets = dense_targets(task)
+        plain, flipped = (DenseTransform(SIZE, resolve_augment(dict(extra, flip_prob=flip), targets), num_classes=29,
+                                         maps=targets.maps)(data, np.random.default_rng(5))
                           for flip in (0.0, 1.0))
         assert np.array_equal(flipped["image"][:, ::-1], plain["image"]), task
         if "labels" in plain:
@@ -157,7 +160,8 @@ def test_warp_sample_nearest_maps_do_not_use_opencv(opencv_path):
               "labels": rng.integers(0, 29, (50, 70), dtype=np.uint8), "mask": rng.random((50, 70)) > 0.3,
               "depth": rng.uniform(1, 3, (50, 70)).astype(np.float32)}
     matrix = compose(rotation_matrix(17.0, (50, 70)), scale_offset_matrix(0.83, 1.5, -2.5))
-    out = warp_sample(sample, matrix, (41, 57), label_border=0)
+    maps = {**dense_targets("seg").maps, **dense_targets("pointmap").maps}
+    out = warp_sample(sample, matrix, (41, 57), label_border=0, maps=maps)
     np.testing.assert_array_equal(out["labels"], reference_nearest(sample["labels"], matrix, (41, 57), 0))
     np.testing.assert_array_equal(out["depth"], reference_nearest(sample["depth"], matrix, (41, 57), 0))
     expected_mask = reference_nearest(sample["mask"], matrix, (41, 57), False) & (out["depth"] > 0)

@@ -15,6 +15,7 @@ from conftest import pose_run_args, write_coco
 from datamodules.data_check import DataReport, check_coco, check_dense
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft import check_data
+from sapiens2_ft.tasks.dense_data import dense_targets
 from sapiens2_ft.training.cli import main
 
 TRAIN_ANN = "annotations/person_keypoints_train2017.json"
@@ -107,7 +108,7 @@ def test_dense_defect_is_reported_with_file_record_and_field(dense_root, tmp_pat
     name = _sample(root, task)
     make(root, name)
     report = DataReport()
-    check_dense(root, "train", task, 29, report)
+    check_dense(root, "train", dense_targets(task), 29, report)
     assert len(report.fatal) == 1, report.format()
     (problem,) = report.fatal
     folder = {"labels": "labels", "normals": "normals", "depth": "depth", "intrinsics": "intrinsics"}[field]

@@ -11,19 +11,17 @@ import numpy as np
 import pytest
 import torch
 
-from datamodules.errors import DataError
-from datamodules.dense.augment import (
-    TASK_DEFAULTS, CameraPipeline, DenseAugment, SegPipeline, resolve_augment, validation_fit,
-)
+from datamodules.dense.augment import CameraPipeline, DenseAugment, SegPipeline, resolve_augment, validation_fit
 from datamodules.dense.background import BackgroundSource, replace_background
-from datamodules.dense_datamodule import DenseDataModule
-from datamodules.dense_dataset import DenseDataset
 from datamodules.dense.files import list_samples
 from datamodules.dense.filters import DenseFilter
 from datamodules.dense.geometry import back_project, rotation_matrix, warp_sample
 from datamodules.dense.photometric import gaussian_noise, photometric_distortion, solarize
-from datamodules.dense.targets import TARGETS
 from datamodules.dense.transforms import DenseTransform
+from datamodules.dense_dataset import DenseDataset
+from datamodules.errors import DataError
+from sapiens2_ft.tasks.dense_data import DenseTaskData, dense_targets
+from sapiens2_ft.tasks.registry import TASKS
 
 SIZE = (128, 96)
 OFF = dict(flip_prob=0.0, scale_prob=0.0, crop_prob=0.0, rotate_prob=0.0, downup_prob=0.0, photometric_prob=0.0,
@@ -31,35 +29,40 @@ OFF = dict(flip_prob=0.0, scale_prob=0.0, crop_prob=0.0, rotate_prob=0.0, downup
 
 
 def test_task_defaults_are_upstream_and_checked():
-    seg = resolve_augment(DenseAugment(), "seg")  # dense/configs/seg/shutterstock_goliath train_pipeline
+    seg = resolve_augment(DenseAugment(), dense_targets("seg"))  # dense/configs/seg/shutterstock_goliath train_pipeline
     assert (seg.pipeline, seg.background_prob, seg.scale_range, seg.crop_prob, seg.crop_max_class_ratio) == (
         "seg", 0.8, (0.4, 2.0), 0.3, 0.75)
     assert (seg.rotate_prob, seg.rotate_degrees, seg.blur_prob, seg.noise_prob) == (0.5, 60, 0.3, 0.3)
     assert (seg.flip_prob, seg.scale_prob, seg.photometric_prob) == (0.5, 1.0, 1.0)
-    normal = resolve_augment({}, "normal")  # dense/configs/normal/metasim_render_people
+    normal = resolve_augment({}, dense_targets("normal"))  # dense/configs/normal/metasim_render_people
     assert (normal.pipeline, normal.scale_range, normal.scale_prob, normal.crop_prob, normal.flip_prob) == (
         "camera", (0.5, 2.0), 0.3, 0.3, 0.3)
     assert (normal.crop_area_range, normal.crop_aspect_range, normal.downup_prob, normal.downup_range) == (
         (0.4, 1.0), (0.5, 2.0), 0.2, (0.1, 0.7))
     assert (normal.blur_prob, normal.noise_prob, normal.solarize_prob, normal.rotate_prob) == (0.3, 0.3, 0.3, 0.0)
-    pointmap = resolve_augment({}, "pointmap")  # no down/up-sampling, blur, noise or solarize upstream
+    pointmap = resolve_augment({}, dense_targets("pointmap"))  # no down/up-sampling, blur, noise or solarize upstream
     assert (pointmap.downup_prob, pointmap.blur_prob, pointmap.noise_prob, pointmap.solarize_prob) == (0, 0, 0, 0)
-    old = resolve_augment({"pipeline": "generic"}, "seg")  # the generic set of before, for every task that asks
+    old = resolve_augment({"pipeline": "generic"}, dense_targets("seg"))  # the generic set, for every task that asks
     assert (old.flip_prob, old.scale_range, old.photometric_prob, old.blur_prob, old.dropout_prob) == (
         0.5, (0.75, 1.5), 0.5, 0.1, 0.0)
-    matting = resolve_augment({}, "matting")  # the generic set without blur (it breaks I = aF + (1 - a)B)
+    matting = resolve_augment({}, dense_targets("matting"))  # the generic set without blur (breaks I = aF + (1 - a)B)
     assert matting == dataclasses.replace(old, blur_prob=0.0)
-    assert validation_fit(seg, "seg") == "stretch" and validation_fit(None, "normal") == "letterbox"
-    assert resolve_augment(resolve_augment({"flip_prob": 0.1}, "seg"), "seg").flip_prob == 0.1  # idempotent
+    assert validation_fit(seg, dense_targets("seg")) == "stretch"
+    assert validation_fit(None, dense_targets("normal")) == "letterbox"
+    once = resolve_augment({"flip_prob": 0.1}, dense_targets("seg"))
+    assert resolve_augment(once, dense_targets("seg")).flip_prob == 0.1  # idempotent
     with pytest.raises(ValueError, match="rotate_prob must be 0 for task 'pointmap'"):
-        resolve_augment({"rotate_prob": 0.5}, "pointmap")
+        resolve_augment({"rotate_prob": 0.5}, dense_targets("pointmap"))
     with pytest.raises(ValueError, match=r"crop_area_range is not used by the 'seg'.*flip_prob must be in \[0, 1\]"):
-        resolve_augment({"crop_area_range": (0.2, 0.5), "flip_prob": 1.5}, "seg")
+        resolve_augment({"crop_area_range": (0.2, 0.5), "flip_prob": 1.5}, dense_targets("seg"))
     with pytest.raises(ValueError, match="rotate_prob is not used by the 'generic'"):
-        resolve_augment({"rotate_prob": 0.5}, "matting")
+        resolve_augment({"rotate_prob": 0.5}, dense_targets("matting"))
     with pytest.raises(ValueError, match="scale_range must be"):
-        resolve_augment({"scale_range": (2.0, 1.0)}, "normal")
-    assert set(TASK_DEFAULTS) == set(TARGETS)
+        resolve_augment({"scale_range": (2.0, 1.0)}, dense_targets("normal"))
+    for name, spec in TASKS.items():  # the validation resize of a task's own pipeline is its spec's resize
+        if spec.data.targets is not None:
+            assert validation_fit(None, spec.data.targets) == spec.resize
+            assert validation_fit(resolve_augment({}, spec.data.targets), spec.data.targets) == spec.resize
 
 
 def _sphere(shape, centre, radius):
@@ -82,21 +85,22 @@ def test_rotation_turns_normals_and_rotating_back_restores_labels():
     v, u = np.mgrid[0:shape[0], 0:shape[1]]
     labels = ((np.arctan2(v - 60.0, u - 50.0) + np.pi) / (np.pi / 4)).astype(np.uint8) % 8  # 8 sectors
     sample = {"image": np.zeros((*shape, 3), np.uint8), "normals": normals, "mask": mask, "labels": labels}
+    maps = {**dense_targets("normal").maps, **dense_targets("seg").maps}
     matrix = rotation_matrix(angle, shape)
-    out = warp_sample(sample, matrix, shape, roll=angle)
+    out = warp_sample(sample, matrix, shape, roll=angle, maps=maps)
     centre = matrix @ np.array([60.0, 40.0, 1.0])  # the sphere is seen where its centre went
     expected, expected_mask = _sphere(shape, centre, 25)
     core = _erode(expected_mask) & out["mask"]
     assert core.sum() > 1500
     cosine = (out["normals"][core] * expected[core]).sum(-1)
     assert np.degrees(np.arccos(np.clip(cosine, -1, 1))).max() < 1.0  # 40 deg off without turning the normals
-    back = warp_sample(out, rotation_matrix(-angle, shape), shape, roll=-angle)
+    back = warp_sample(out, rotation_matrix(-angle, shape), shape, roll=-angle, maps=maps)
     disc = (u - 49.5) ** 2 + (v - 59.5) ** 2 < 45 ** 2  # never outside the image on the way
     boundary = cv2.dilate(cv2.Canny(labels * 30, 1, 1), np.ones((3, 3), np.uint8)) > 0
     assert np.array_equal(back["labels"][disc & ~boundary], labels[disc & ~boundary])
     np.testing.assert_allclose(back["normals"][_erode(mask, 3)], normals[_erode(mask, 3)], atol=0.03)
     with pytest.raises(ValueError, match="not rotated"):
-        warp_sample({**sample, "K": np.eye(3, dtype=np.float32)}, matrix, shape, roll=angle)
+        warp_sample({**sample, "K": np.eye(3, dtype=np.float32)}, matrix, shape, roll=angle, maps=maps)
 
 
 def test_camera_pipeline_keeps_normals_radial_after_rotation_scale_crop_flip():
@@ -104,8 +108,8 @@ def test_camera_pipeline_keeps_normals_radial_after_rotation_scale_crop_flip():
     normals, mask = _sphere((160, 120), (55, 90), 40)
     sample = {"image": np.full((160, 120, 3), 128, np.uint8), "normals": normals, "mask": mask}
     augment = resolve_augment(dict(OFF, rotate_prob=1.0, scale_prob=1.0, crop_prob=1.0, flip_prob=0.5,
-                                   crop_area_range=(0.8, 1.0)), "normal")
-    transform = DenseTransform(SIZE, augment)
+                                   crop_area_range=(0.8, 1.0)), dense_targets("normal"))
+    transform = DenseTransform(SIZE, augment, maps=dense_targets("normal").maps)
     checked = 0
     for seed in range(8):
         out = transform(sample, np.random.default_rng(seed))
@@ -137,8 +141,8 @@ def _pointmap_sample(shape=(90, 120)):
 @pytest.mark.parametrize("flip", [0.0, 1.0])
 def test_pointmap_projects_to_its_pixel_after_scale_crop_flip(flip):
     sample = _pointmap_sample()
-    augment = resolve_augment(dict(OFF, scale_prob=1.0, crop_prob=1.0, flip_prob=flip), "pointmap")
-    transform = DenseTransform(SIZE, augment)
+    augment = resolve_augment(dict(OFF, scale_prob=1.0, crop_prob=1.0, flip_prob=flip), dense_targets("pointmap"))
+    transform = DenseTransform(SIZE, augment, maps=dense_targets("pointmap").maps)
     for seed in range(6):
         out = transform(sample, np.random.default_rng(seed))
         K, xyz, mask = out["K"].astype(np.float64), out["pointmap"].astype(np.float64), out["mask"]
@@ -151,13 +155,14 @@ def test_pointmap_projects_to_its_pixel_after_scale_crop_flip(flip):
 
 
 def test_seg_pipeline_consistent_and_deterministic(dense_root):
-    samples, _ = list_samples(dense_root, "train", "seg")
-    dataset = DenseDataset(samples, "seg", SIZE, augment={"noise_prob": 1.0})
+    samples, _ = list_samples(dense_root, "train", dense_targets("seg"))
+    dataset = DenseDataset(samples, dense_targets("seg"), SIZE, augment={"noise_prob": 1.0})
     a, b = dataset[(0, 7)], dataset[(0, 7)]
     assert torch.equal(a["image"], b["image"]) and torch.equal(a["labels"], b["labels"])  # bit-exact per key
     assert not torch.equal(dataset[(0, 8)]["image"], a["image"])
     # rotation corners are background (0) with black image, crop padding is ignore (255)
-    transform = DenseTransform(SIZE, resolve_augment(dict(OFF, rotate_prob=1.0, background_prob=0.0), "seg"))
+    seg = dense_targets("seg")
+    transform = DenseTransform(SIZE, resolve_augment(dict(OFF, rotate_prob=1.0, background_prob=0.0), seg), maps=seg.maps)
     data = {"image": np.full((256, 192, 3), 200, np.uint8), "labels": np.full((256, 192), 3, np.uint8)}
     out = transform(data, np.random.default_rng(1))
     corner = out["labels"] == 0
@@ -165,7 +170,7 @@ def test_seg_pipeline_consistent_and_deterministic(dense_root):
     assert (out["image"][_erode(corner, 1)] == 0).all()  # (the edge pixels blend)
     small = {"image": np.full((100, 75, 3), 200, np.uint8), "labels": np.full((100, 75), 3, np.uint8)}
     crop = DenseTransform(SIZE, resolve_augment(dict(OFF, crop_prob=1.0, scale_prob=1.0, scale_range=(0.5, 0.5),
-                                                     background_prob=0.0), "seg"))
+                                                     background_prob=0.0), seg), maps=seg.maps)
     out = crop(small, np.random.default_rng(0))  # half the input size: padded bottom / right, then stretched
     assert (out["labels"][:64, :48] == 3).all() and (out["labels"][64:] == 255).all()
     assert (out["labels"][:, 48:] == 255).all() and (out["image"][out["labels"] == 255] == 0).all()
@@ -177,10 +182,11 @@ def test_upstream_pipelines_flip_equivariant(dense_root, task):
     from datamodules.dense_dataset import load_sample
     from datamodules.dense.geometry import SAPIENS2_FLIP_CLASSES, check_flip_classes
 
-    data = load_sample(list_samples(dense_root, "train", task)[0][2], task, 29)
+    targets = dense_targets(task)
+    data = load_sample(list_samples(dense_root, "train", targets)[0][2], targets, 29)
     extra = dict(rotate_prob=1.0) if task == "seg" else dict(crop_prob=1.0, scale_prob=1.0)
-    plain, flipped = (DenseTransform(SIZE, resolve_augment(dict(extra, flip_prob=flip, noise_prob=0.0), task))(
-        data, np.random.default_rng(5)) for flip in (0.0, 1.0))
+    plain, flipped = (DenseTransform(SIZE, resolve_augment(dict(extra, flip_prob=flip, noise_prob=0.0), targets),
+                                     maps=targets.maps)(data, np.random.default_rng(5)) for flip in (0.0, 1.0))
     assert np.array_equal(flipped["image"][:, ::-1], plain["image"])
     if task == "seg":
         table = check_flip_classes(SAPIENS2_FLIP_CLASSES, 29)
@@ -190,11 +196,26 @@ def test_upstream_pipelines_flip_equivariant(dense_root, task):
         np.testing.assert_allclose(flipped["normals"][:, ::-1] * [-1, 1, 1], plain["normals"], atol=1e-6)
 
 
+def test_seg_pipeline_replaces_the_background_of_the_class_ids_it_is_declared():
+    """A new background goes behind the pixels whose class id (the map its target spec declares ``classes``) is 0;
+    the figure keeps one colour (its colours are matched to the new background as a whole)."""
+    seg = dense_targets("seg")
+    labels = np.zeros((128, 96), np.uint8)
+    labels[30:100, 20:70] = 3
+    sample = {"image": np.full((128, 96, 3), 200, np.uint8), "labels": labels}
+    transform = DenseTransform(SIZE, resolve_augment(dict(OFF, background_prob=1.0), seg), maps=seg.maps)
+    out = transform(sample, np.random.default_rng(0))
+    figure = out["labels"] == 3
+    assert figure.sum() == 70 * 50 and len(np.unique(out["image"][figure].reshape(-1, 3), axis=0)) == 1
+    assert out["image"][~figure].reshape(-1, 3).std(0).max() > 5  # a new, varied background
+
+
 def test_seg_crop_is_redrawn_while_one_class_dominates():
     labels = np.zeros((400, 300), np.uint8)
     labels[300:, 200:] = 7
     labels[330:, 240:] = 9
-    pipeline = SegPipeline(resolve_augment(dict(background_prob=0.0), "seg"), (100, 100), None)
+    pipeline = SegPipeline(resolve_augment(dict(background_prob=0.0), dense_targets("seg")), (100, 100), None,
+                           dense_targets("seg").maps)
     good = 0
     for seed in range(20):
         y, x = pipeline.crop_offsets(labels.shape, labels, np.random.default_rng(seed))
@@ -205,10 +226,11 @@ def test_seg_crop_is_redrawn_while_one_class_dominates():
 
 
 def test_image_ops_leave_targets_alone(dense_root):
-    samples, _ = list_samples(dense_root, "train", "normal")
-    dataset = DenseDataset(samples, "normal", SIZE, augment=dict(OFF, photometric_prob=1.0, downup_prob=1.0,
-                                                                  blur_prob=1.0, noise_prob=1.0, solarize_prob=1.0))
-    plain = DenseDataset(samples, "normal", SIZE)
+    normal = dense_targets("normal")
+    samples, _ = list_samples(dense_root, "train", normal)
+    dataset = DenseDataset(samples, normal, SIZE, augment=dict(OFF, photometric_prob=1.0, downup_prob=1.0,
+                                                               blur_prob=1.0, noise_prob=1.0, solarize_prob=1.0))
+    plain = DenseDataset(samples, normal, SIZE)
     augmented, reference = dataset[(1, 0)], plain[1]
     assert torch.equal(augmented["normals"], reference["normals"]) and torch.equal(augmented["mask"], reference["mask"])
     assert not torch.equal(augmented["image"], reference["image"])
@@ -217,8 +239,9 @@ def test_image_ops_leave_targets_alone(dense_root):
 def test_validation_stretches_seg_and_letterboxes_the_others():
     square = {"image": np.full((50, 50, 3), 9, np.uint8), "labels": np.ones((50, 50), np.uint8),
               "mask": np.ones((50, 50), bool)}
-    stretched = DenseTransform(SIZE, fit=validation_fit(None, "seg"))(square)
-    boxed = DenseTransform(SIZE, fit=validation_fit(None, "normal"))(square)
+    maps = dense_targets("seg").maps
+    stretched = DenseTransform(SIZE, fit=validation_fit(None, dense_targets("seg")), maps=maps)(square)
+    boxed = DenseTransform(SIZE, fit=validation_fit(None, dense_targets("normal")), maps=maps)(square)
     assert (stretched["labels"] == 1).all() and stretched["mask"].all()
     assert boxed["mask"].sum() == 96 * 96 and (boxed["labels"] == 255).sum() == 32 * 96
 
@@ -280,12 +303,15 @@ def _filter_item(**maps):
 
 
 def test_filter_checks_follow_upstream_thresholds():
+    """The valid-pixel checks are the filter's own; the others are the tasks' (their ``TargetSpec.checks``)."""
     f = DenseFilter()
+    seg, pointmap_checks, albedo_checks = (dense_targets(t).checks for t in ("seg", "pointmap", "albedo"))
     labels = np.zeros((100, 100), np.uint8)
     labels[:9, :10] = 4  # 0.9% foreground
-    assert f.reason(_filter_item(labels=labels))[0] == "min_foreground"
+    assert f.reason(_filter_item(labels=labels), checks=seg)[0] == "min_foreground"
+    assert f.reason(_filter_item(labels=labels)) is None  # not a check of the filter's own
     labels[9, :10] = 4  # 1.0%
-    assert f.reason(_filter_item(labels=labels)) is None
+    assert f.reason(_filter_item(labels=labels), checks=seg) is None
     mask = np.zeros((100, 100), bool)
     mask[0, :15] = True
     assert f.reason(_filter_item(mask=mask))[0] == "min_valid_pixels"
@@ -298,16 +324,18 @@ def test_filter_checks_follow_upstream_thresholds():
     mask[:5, :] = False  # 95%
     pointmap = np.ones((3, 100, 100), np.float32)
     pointmap[2, 50, 50] = 0.039
-    assert f.reason(_filter_item(mask=mask, pointmap=pointmap))[0] == "min_depth"
+    assert f.reason(_filter_item(mask=mask, pointmap=pointmap), checks=pointmap_checks)[0] == "min_depth"
     pointmap[2, 50, 50] = 0.041
-    assert f.reason(_filter_item(mask=mask, pointmap=pointmap)) is None
+    assert f.reason(_filter_item(mask=mask, pointmap=pointmap), checks=pointmap_checks) is None
     albedo = np.full((3, 100, 100), 0.5, np.float32)
     albedo[0, ~mask] = 0.0  # off the mask: not counted
     albedo[1, 50:55, :] += 0.06  # std 0.013 in one channel, the others flat: one flat colour, left out
-    assert f.reason(_filter_item(mask=mask, albedo=albedo))[0] == "min_albedo_std"
+    assert f.reason(_filter_item(mask=mask, albedo=albedo), checks=albedo_checks)[0] == "min_albedo_std"
     albedo[2, 50:, :] = 0.45  # std 0.025
-    assert f.reason(_filter_item(mask=mask, albedo=albedo)) is None
+    assert f.reason(_filter_item(mask=mask, albedo=albedo), checks=albedo_checks) is None
     assert DenseFilter(max_coverage=1.0, min_valid_pixels=0).reason(_filter_item(mask=np.ones((4, 4), bool))) is None
+    empty = _filter_item(mask=np.zeros((4, 4), bool), albedo=np.zeros((3, 4, 4), np.float32))
+    assert DenseFilter(min_valid_pixels=0).reason(empty, checks=albedo_checks) is None  # no valid pixel to judge
     with pytest.raises(ValueError, match="data.filter: max_coverage"):
         DenseFilter(max_coverage=1.5)
 
@@ -320,19 +348,19 @@ def test_filtered_samples_are_replaced_and_counted(dense_root, tmp_path):
     for split, name in (("train", names[0]), ("val", sorted((root / "val" / "images").iterdir())[0].stem)):
         path = root / split / "labels" / f"{name}.png"
         cv2.imwrite(str(path), np.zeros_like(cv2.imread(str(path), 0)))  # background only: no foreground
-    dm = DenseDataModule("seg", root=str(root), input_size=SIZE, batch_size=2, num_workers=0,
+    dm = DenseTaskData("seg", root=str(root), input_size=SIZE, batch_size=2, num_workers=0,
                          augment=dict(OFF, background_prob=0.0))
     dm.setup("fit")
     item = dm.train_set[(0, 0)]
     assert item["filtered_samples"] == 1 and item["bad_samples_replaced"] == 0 and item["name"] == names[1]
     assert dm.train_set[(1, 0)]["filtered_samples"] == 0
     assert dm.val_set[0]["filtered_samples"] == 0  # validation is not filtered unless data.filter.val
-    strict_val = DenseDataModule("seg", root=str(root), input_size=SIZE, num_workers=0, filter={"val": True})
+    strict_val = DenseTaskData("seg", root=str(root), input_size=SIZE, num_workers=0, filter={"val": True})
     strict_val.setup("validate")
     assert strict_val.val_set[0]["filtered_samples"] == 1
     batch = next(iter(dm.train_dataloader()))
     assert batch["filtered_samples"].shape == (2,)
-    strict = DenseDataset(dm.train_set.samples, "seg", SIZE, augment=dict(OFF, background_prob=0.0),
+    strict = DenseDataset(dm.train_set.samples, dense_targets("seg"), SIZE, augment=dict(OFF, background_prob=0.0),
                           filter=DenseFilter(min_foreground=1.0))
     with pytest.raises(DataError, match=r"left out by data.filter.*min_foreground"):
         strict[(0, 0)]
@@ -350,7 +378,7 @@ def test_run_summary_counts_filtered_samples(tmp_path):
 
 
 def test_camera_crop_window_fits_and_keeps_area():
-    pipeline = CameraPipeline(resolve_augment({}, "normal"), SIZE, None)
+    pipeline = CameraPipeline(resolve_augment({}, dense_targets("normal")), SIZE, None)
     windows = [pipeline.crop_window((200, 150), np.random.default_rng(seed)) for seed in range(20)]
     drawn = [w for w in windows if w is not None]
     assert len(drawn) >= 18  # 8 draws of area 0.4-1 and aspect 0.5-2: one fits in nearly every case
@@ -365,7 +393,7 @@ def test_camera_crop_shows_the_window_it_drew(monkeypatch):
     height, width = 200, 150
     v, u = np.mgrid[0:height, 0:width]
     image = np.stack([u + 50, v + 40, np.full_like(u, 255)], -1).astype(np.uint8)  # x + 50, y + 40; 0 is padding
-    pipeline = CameraPipeline(resolve_augment(dict(OFF, crop_prob=1.0), "normal"), SIZE, None)
+    pipeline = CameraPipeline(resolve_augment(dict(OFF, crop_prob=1.0), dense_targets("normal")), SIZE, None)
     drawn = []
     original = CameraPipeline.crop_window
     monkeypatch.setattr(CameraPipeline, "crop_window", lambda self, *a: drawn.append(original(self, *a)) or drawn[-1])
@@ -414,7 +442,8 @@ def test_warped_normals_keep_blends_of_near_normals_and_masks_follow_depth():
     depth = np.array([[0.5, 0.5, 2.0, 0.0, 3.0, 3.0]] * 2, np.float32)
     sample = {"image": np.zeros((2, 6, 3), np.uint8), "normals": normals, "mask": np.ones((2, 6), bool),
               "depth": depth}
-    out = warp_sample(sample, scale_offset_matrix(1.0, -0.5, 0.0), (2, 5))  # output x samples source x + 0.5
+    maps = {**dense_targets("normal").maps, **dense_targets("pointmap").maps}
+    out = warp_sample(sample, scale_offset_matrix(1.0, -0.5, 0.0), (2, 5), maps=maps)  # x samples source x + 0.5
     np.testing.assert_allclose(out["normals"][0, 1], [2**-0.5, 0.0, -(2**-0.5)], atol=1e-6)
     assert np.array_equal(out["normals"][0, 3], [0.0, 0.0, 0.0])
     assert out["mask"][0].tolist() == [True, True, False, False, True]  # depth 0.5 counts, 0 and the blend do not
@@ -423,18 +452,19 @@ def test_warped_normals_keep_blends_of_near_normals_and_masks_follow_depth():
 def test_a_map_of_an_unknown_kind_is_an_error_not_left_unwarped():
     """A new task's target map without a warp rule would stay put while the image moves: warp_sample refuses it,
     naming it and the kinds it knows; values that are not maps of the image's size pass unchanged."""
-    from datamodules.dense.geometry import WARPED_MAPS, scale_offset_matrix, warp_sample
+    from datamodules.dense.geometry import scale_offset_matrix, warp_sample
+    from datamodules.dense.maps import VALUES, MapRule
 
     rng = np.random.default_rng(0)
     sample = {"image": rng.integers(0, 256, (20, 16, 3), dtype=np.uint8), "shading": rng.random((20, 16, 3)),
               "K": np.eye(3), "meta": np.arange(4)}
-    with pytest.raises(ValueError, match=r"'shading' \(20, 16, 3\).*" + ", ".join(WARPED_MAPS)):
-        warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8))
-    # Its task's target spec declares its warp (TargetSpec.maps): then it moves with the image.
-    declared = warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"shading": "linear"})
+    with pytest.raises(ValueError, match=r"'shading' \(20, 16, 3\).*the maps it warps: image, mask, alpha \("):
+        warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"alpha": VALUES})
+    # Its task's target spec declares its rule (TargetSpec.maps): then it moves with the image.
+    declared = warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"shading": VALUES})
     assert declared["shading"].shape == (10, 8, 3)
     with pytest.raises(ValueError, match=r"unknown warps \{'shading': 'cubic'\}"):
-        warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"shading": "cubic"})
+        warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8), maps={"shading": MapRule("cubic")})
     del sample["shading"]
     out = warp_sample(sample, scale_offset_matrix(0.5, 0.0, 0.0), (10, 8))
     assert out["image"].shape == (10, 8, 3) and out["meta"] is sample["meta"]

@@ -11,14 +11,13 @@ import pytest
 import torch
 
 from datamodules.dense.augment import DenseAugment
-from datamodules.dense.targets import TARGETS
-from datamodules.dense_datamodule import DenseDataModule
-from datamodules.dense_dataset import DenseDataset, load_sample
 from datamodules.dense.files import list_samples
+from datamodules.dense_dataset import DenseDataset, load_sample
 from datamodules.errors import DataError
 from datamodules.dense.geometry import (SAPIENS2_FLIP_CLASSES, back_project, canonical_pointmap, check_flip_classes,
                                         flip_sample)
 from datamodules.dense.transforms import DenseTransform
+from sapiens2_ft.tasks.dense_data import DenseTaskData, dense_targets
 
 SIZE = (128, 96)
 NO_PHOTO = dict(photometric_prob=0.0, blur_prob=0.0, dropout_prob=0.0)
@@ -34,7 +33,7 @@ NO_PHOTO = dict(photometric_prob=0.0, blur_prob=0.0, dropout_prob=0.0)
     ("albedo", {"albedo": (torch.float32, (3, *SIZE)), "mask": (torch.bool, SIZE)}),
 ])
 def test_batches_per_task(dense_root, task, keys):
-    dm = DenseDataModule(task, root=str(dense_root), input_size=SIZE, batch_size=2, num_workers=0,
+    dm = DenseTaskData(task, root=str(dense_root), input_size=SIZE, batch_size=2, num_workers=0,
                          augment={"flip_prob": 0.5})
     assert isinstance(dm.augment, DenseAugment)
     dm.setup("fit")
@@ -63,7 +62,7 @@ def test_albedo_training_follows_upstreams_albedo_recipe():
     distortion, down/up-sampling, blur or solarize."""
     from datamodules.dense.augment import resolve_augment
 
-    a = resolve_augment({}, "albedo")
+    a = resolve_augment({}, dense_targets("albedo"))
     assert (a.pipeline, a.flip_prob, a.scale_prob, a.crop_prob, a.noise_prob) == ("camera", 0.3, 0.3, 0.3, 0.2)
     assert (a.photometric_prob, a.downup_prob, a.blur_prob, a.solarize_prob, a.rotate_prob) == (0, 0, 0, 0, 0)
 
@@ -79,12 +78,12 @@ def test_flip_classes_sapiens2():
 
 def _pair(dense_root, task):
     """The same augmented sample without and with a flip (equal random draws)."""
-    samples, _ = list_samples(dense_root, "train", task)
-    data = load_sample(samples[0], task, 29)
+    samples, _ = list_samples(dense_root, "train", dense_targets(task))
+    data = load_sample(samples[0], dense_targets(task), 29)
     out = []
     for flip in (0.0, 1.0):
         t = DenseTransform(SIZE, DenseAugment(flip_prob=flip, scale_range=(0.9, 1.4), **NO_PHOTO),
-                           maps=TARGETS[task].maps)
+                           maps=dense_targets(task).maps)
         out.append(t(data, np.random.default_rng(3)))
     return out
 
@@ -95,19 +94,22 @@ def test_flip_equivariance_seg_normals_matting(dense_root):
     assert (flipped["labels"] != flipped["labels"][:, ::-1]).any()
     np.testing.assert_array_equal(flipped["labels"][:, ::-1], table[plain["labels"]])
     assert np.isin(plain["labels"], [*range(5, 13), *range(14, 22)]).any()
-    back = flip_sample(flipped, table)
+    back = flip_sample(flipped, table, dense_targets("seg").maps)
     np.testing.assert_array_equal(back["labels"], plain["labels"])
     np.testing.assert_array_equal(back["image"], plain["image"])
     plain, flipped = _pair(dense_root, "normal")
     np.testing.assert_allclose(flipped["normals"][:, ::-1, 0], -plain["normals"][..., 0], atol=1e-6)
-    np.testing.assert_allclose(flip_sample(flipped)["normals"], plain["normals"], atol=1e-6)
-    np.testing.assert_array_equal(flip_sample(flipped)["mask"], plain["mask"])
+    back = flip_sample(flipped, maps=dense_targets("normal").maps)
+    np.testing.assert_allclose(back["normals"], plain["normals"], atol=1e-6)
+    np.testing.assert_array_equal(back["mask"], plain["mask"])
     plain, flipped = _pair(dense_root, "matting")
-    np.testing.assert_array_equal(flip_sample(flipped)["alpha"], plain["alpha"])
-    np.testing.assert_array_equal(flip_sample(flipped)["foreground"], plain["foreground"])
+    back = flip_sample(flipped, maps=dense_targets("matting").maps)
+    np.testing.assert_array_equal(back["alpha"], plain["alpha"])
+    np.testing.assert_array_equal(back["foreground"], plain["foreground"])
     plain, flipped = _pair(dense_root, "albedo")  # mirrored only: a colour has no direction
-    np.testing.assert_array_equal(flip_sample(flipped)["albedo"], plain["albedo"])
-    np.testing.assert_array_equal(flip_sample(flipped)["mask"], plain["mask"])
+    back = flip_sample(flipped, maps=dense_targets("albedo").maps)
+    np.testing.assert_array_equal(back["albedo"], plain["albedo"])
+    np.testing.assert_array_equal(back["mask"], plain["mask"])
 
 
 def test_flip_equivariance_pointmap(dense_root):
@@ -134,7 +136,7 @@ def test_resize_nearest_labels_and_intrinsics():
     data = {"image": np.zeros((h, w, 3), np.uint8), "labels": labels, "K": K,
             "depth": np.full((h, w), 2.0, np.float32), "mask": np.ones((h, w), bool)}
     for size in ((150, 200), (37, 50), (64, 48)):
-        out = DenseTransform(size).__call__(data)
+        out = DenseTransform(size, maps={**dense_targets("seg").maps, **dense_targets("pointmap").maps})(data)
         assert set(np.unique(out["labels"]).tolist()) <= {0, 7, 21, 255}
         scale = min(size[0] / h, size[1] / w)
         assert out["K"][0, 0] == pytest.approx(100 * scale)
@@ -171,9 +173,9 @@ def _broken(dense_root, tmp_path, task, break_fn):
     shutil.copytree(dense_root / "val", root / "val")
     name = sorted(p.stem for p in (root / "val" / "images").iterdir())[0]
     path = break_fn(root / "val", name)
-    samples, _ = list_samples(root, "val", task)
+    samples, _ = list_samples(root, "val", dense_targets(task))
     with pytest.raises(DataError, match=re.escape(str(path))):
-        DenseDataset(samples, task, SIZE)[0]
+        DenseDataset(samples, dense_targets(task), SIZE)[0]
 
 
 def _write_png(path, array):
@@ -221,8 +223,8 @@ def test_missing_target_file(dense_root, tmp_path):
     path = sorted((root / "val" / "alpha").iterdir())[0]
     path.unlink()
     with pytest.raises(DataError, match=re.escape(str(path))):
-        list_samples(root, "val", "matting")
-    samples, skipped = list_samples(root, "val", "matting", on_bad_sample="skip")
+        list_samples(root, "val", dense_targets("matting"))
+    samples, skipped = list_samples(root, "val", dense_targets("matting"), on_bad_sample="skip")
     assert skipped["missing target file"] == 1 and path.stem not in [s.name for s in samples]
 
 
@@ -234,10 +236,11 @@ def test_pointmap_files_without_intrinsics(dense_root, tmp_path):
     for path in sorted((split / "depth").iterdir()):
         K = np.loadtxt(split / "intrinsics" / f"{path.stem}.txt")
         np.save(split / "pointmaps" / path.name, back_project(np.load(path), K))
-    reference = DenseDataset(list_samples(root, "val", "pointmap")[0], "pointmap", SIZE)[0]
+    pointmap = dense_targets("pointmap")
+    reference = DenseDataset(list_samples(root, "val", pointmap)[0], pointmap, SIZE)[0]
     shutil.rmtree(split / "depth")
     shutil.rmtree(split / "intrinsics")
-    item = DenseDataset(list_samples(root, "val", "pointmap")[0], "pointmap", SIZE)[0]
+    item = DenseDataset(list_samples(root, "val", pointmap)[0], pointmap, SIZE)[0]
     torch.testing.assert_close(item["intrinsics"], reference["intrinsics"], rtol=1e-3, atol=1e-2)
     mask = item["mask"]
     assert torch.equal(mask, reference["mask"])
@@ -272,7 +275,7 @@ def test_validation_shards_cover_every_sample_once_and_mark_the_repeats(dense_ro
 
     shards = [list(ValShardSampler(5, rank, 3)) for rank in range(3)]
     assert shards == [[0, 3], [1, 4], [2, PaddingKey(0)]]  # same length everywhere; the filler is marked
-    dataset = DenseDataset(list_samples(dense_root, "val", "seg")[0], "seg", SIZE, 29)
+    dataset = DenseDataset(list_samples(dense_root, "val", dense_targets("seg"))[0], dense_targets("seg"), SIZE, 29)
     real, repeat = dataset[0], dataset[PaddingKey(0)]
     assert not real["padding"] and repeat["padding"] and repeat["name"] == real["name"]
     assert torch.equal(torch.as_tensor(repeat["labels"]), torch.as_tensor(real["labels"]))

@@ -14,13 +14,14 @@ import cv2
 import numpy as np
 import pytest
 
+from datamodules.boundary.images import header_size, read_image
+from datamodules.boundary.limits import MAX_JSON_ENV, MAX_PIXELS_ENV
 from datamodules.coco_keypoints import read_coco
 from datamodules.data_check import DataReport, check_dense
 from datamodules.errors import DataError
-from datamodules.boundary.images import header_size, read_image
-from datamodules.boundary.limits import MAX_JSON_ENV, MAX_PIXELS_ENV
 from sapiens2_ft.convert import convert
 from sapiens2_ft.predict import cli as predict
+from sapiens2_ft.tasks.dense_data import dense_targets
 
 
 def png_bomb(path: Path, side: int, valid: bool = True) -> Path:
@@ -98,7 +99,7 @@ def test_check_data_reports_an_oversized_image_and_checks_the_rest(dense_root, t
     png_bomb(root / "val" / "images" / "bomb.png", 30000)
     shutil.copy(next((root / "val" / "labels").iterdir()), root / "val" / "labels" / "bomb.png")
     report = DataReport()
-    check_dense(root, "val", "seg", 29, report)
+    check_dense(root, "val", dense_targets("seg"), 29, report)
     assert [(Path(p.file).name, p.field) for p in report.fatal] == [("bomb.png", "image")]
     assert "30000x30000 pixels, above the limit" in report.fatal[0].expected
     assert report.checked["val"]["images"] == len(list((root / "val" / "images").iterdir()))

@@ -13,10 +13,10 @@ import yaml
 from conftest import COCO17, pose_run_args, write_coco
 
 from datamodules import loaders
-from datamodules.dense_datamodule import DenseDataModule
 from datamodules.errors import DataError
 from datamodules.mixing import MixedDataset, source_names
 from datamodules.pose_datamodule import PoseDataModule
+from sapiens2_ft.tasks.dense_data import DenseTaskData
 
 TRAIN_ANN = "annotations/person_keypoints_train2017.json"
 
@@ -155,7 +155,7 @@ def test_data_check_names_the_mixed_dataset(tiny_coco, tmp_path):
 
 
 def test_dense_mix(dense_root):
-    dm = DenseDataModule("seg", root=str(dense_root), input_size=(64, 48), num_workers=0, batch_size=2, train=[
+    dm = DenseTaskData("seg", root=str(dense_root), input_size=(64, 48), num_workers=0, batch_size=2, train=[
         {"root": str(dense_root), "repeat": 1.5}, {"root": str(dense_root), "split": "val", "name": "extra"}])
     assert not dm.check(decode=False).fatal
     dm.setup("fit")

@@ -5,15 +5,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-import datamodules.dense_dataset as dense_dataset
 import datamodules.boundary.images as images
-import datamodules.multitask_datamodule as multitask
+import datamodules.dense_dataset as dense_dataset
 from datamodules.dense_dataset import load_sample, to_item
-from datamodules.multitask_datamodule import PRETRAINING_DENSE_TASKS, MultiTaskDataModule
+import datamodules.multitask_datamodule as multitask
+from sapiens2_ft.tasks.dense_data import dense_targets
+from sapiens2_ft.tasks.multitask.data import PretrainingData
+from sapiens2_ft.tasks.multitask.tasks import PRETRAINING_DENSE_TASKS
 
 
 def test_an_item_holds_every_tasks_targets_of_one_image_read_once(dense_root, monkeypatch):
-    dm = MultiTaskDataModule(root=str(dense_root), input_size=(256, 192), batch_size=2, num_workers=0)
+    dm = PretrainingData(root=str(dense_root), input_size=(256, 192), batch_size=2, num_workers=0)
     dm.setup("fit")
     dataset = dm.sets["train"]
     index = 1
@@ -22,9 +24,9 @@ def test_an_item_holds_every_tasks_targets_of_one_image_read_once(dense_root, mo
     # dense transform and pose crop with the same generator.
     data = {}
     for task in PRETRAINING_DENSE_TASKS:
-        data.update(load_sample(dataset.dense[task][name], task, 29))
+        data.update(load_sample(dataset.dense[task][name], dense_targets(task), 29))
     data = dataset.transform(data, np.random.default_rng(5))
-    expected = {task: to_item(data, task) for task in PRETRAINING_DENSE_TASKS}
+    expected = {task: to_item(data, dense_targets(task)) for task in PRETRAINING_DENSE_TASKS}
 
     reads = []
     counting = lambda path: reads.append(path) or images.read_image(path)  # noqa: E731

@@ -16,6 +16,7 @@ from datamodules.keypoints.metainfo import load_metainfo
 from datamodules.pose_dataset import TopdownPoseDataset
 from datamodules.pose_instances import PoseInstances
 from datamodules.transforms.topdown import TopdownAugment
+from sapiens2_ft.tasks.dense_data import dense_targets
 
 TRAIN_ANN = "annotations/person_keypoints_train2017.json"
 META = load_metainfo("coco17")
@@ -65,11 +66,11 @@ def test_pose_columns_hold_and_augment_exactly_what_the_object_list_did(tiny_coc
 
 
 def test_dense_columns_hold_and_augment_exactly_what_the_object_list_did(dense_root):
-    samples, _ = list_samples(dense_root, "train", "pointmap")
+    samples, _ = list_samples(dense_root, "train", dense_targets("pointmap"))
     assert isinstance(samples, DenseSamples)
     listed = [DenseSample(s.name, s.image, dict(s.files)) for s in samples]
     assert DenseSamples.of(listed)[2] == listed[2] and len(samples.names) == len(listed) == 6
-    arrays = DenseDataset(samples, "pointmap", (64, 48), augment={})
+    arrays = DenseDataset(samples, dense_targets("pointmap"), (64, 48), augment={})
     objects = copy.copy(arrays)
     objects.samples = listed
     for key in KEYS[:3]:

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from datamodules import loaders
-from datamodules.dense_datamodule import DenseDataModule
 from datamodules.errors import DataError
 from datamodules.pose_datamodule import PoseDataModule
 from datamodules.shards.writer import write_shards
+from sapiens2_ft.tasks.dense_data import DenseTaskData
 
 TRAIN_ANN = "annotations/person_keypoints_train2017.json"
 KEYS = [(i, 5) for i in range(4)]
@@ -83,7 +83,7 @@ def test_a_mix_keeps_its_parts_and_repeats(tiny_coco, tmp_path):
 
 def test_dense_shards_hold_the_same_samples(dense_root, tmp_path):
     def dm(**kwargs):
-        return DenseDataModule(task="pointmap", root=str(dense_root), input_size=(64, 48), num_workers=0,
+        return DenseTaskData(task="pointmap", root=str(dense_root), input_size=(64, 48), num_workers=0,
                                batch_size=2, **kwargs)
 
     files = written(dm(), tmp_path / "shards")
@@ -94,7 +94,7 @@ def test_dense_shards_hold_the_same_samples(dense_root, tmp_path):
     assert_same_items(files.train_set, shards.train_set, [(0, 1), (5, 1)])
     assert_same_items(files.val_set, shards.val_set, [0, 1])
     with pytest.raises(DataError, match="written for task 'pointmap', not 'seg'"):
-        DenseDataModule(task="seg", shards=str(tmp_path / "shards")).setup("fit")
+        DenseTaskData(task="seg", shards=str(tmp_path / "shards")).setup("fit")
 
 
 class Sharded(torch.utils.data.Dataset):

@@ -161,7 +161,7 @@ def released_models(root: Path, detector: Path) -> Path:
             layout = {"seg": heads.SEG_HEADS, "pointmap": heads.POINTMAP_HEADS}.get(task, heads.PIXEL_SHUFFLE_HEADS)
             config.head_config = transformers.Sapiens2HeadConfig(**tiny_head(layout["0.4b"]))
             config.head_config._init_scale_final_input_size(config.image_size, config.patch_size)
-        model = getattr(transformers, TASKS[task].model_class)(config)
+        model = getattr(transformers, TASKS[task].model.model_class)(config)
         out = root / "models" / repo.split("/")[1]
         model.save_pretrained(out)
         (out / "preprocessor_config.json").write_text(json.dumps({

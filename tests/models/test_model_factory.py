@@ -96,7 +96,7 @@ def test_pretrain_only_backbone_gets_new_head(tiny_pretrain_dir):
     assert model.decode_head.predictor.out_channels == 17
     _assert_backbone_equal(model, _checkpoint(tiny_pretrain_dir, Sapiens2Model), "")
     # No size preset matches the tiny test backbone: the head has the 0.4b released layout.
-    layout = head_layout(TASKS["pose"].heads, "0.4b")
+    layout = head_layout(TASKS["pose"].model.heads, "0.4b")
     assert model.config.head_config.upsample_out_channels == layout["upsample_out_channels"]
     with torch.no_grad():
         heatmaps = model.eval()(torch.randn(1, 3, 64, 48)).heatmaps
@@ -222,7 +222,7 @@ UPSTREAM_HEADS = {
 @pytest.mark.parametrize("task,size", sorted(UPSTREAM_HEADS))
 def test_head_presets_match_the_upstream_configs(task, size):
     upsample, conv, scale_convs, scale_kernel = UPSTREAM_HEADS[(task, size)]
-    layout = head_layout(TASKS[task].heads, size)
+    layout = head_layout(TASKS[task].model.heads, size)
     assert layout["upsample_out_channels"] == upsample
     assert layout["conv_out_channels"] == conv
     assert layout.get("scale_conv_out_channels") == scale_convs
@@ -231,6 +231,6 @@ def test_head_presets_match_the_upstream_configs(task, size):
 
 def test_5b_pointmap_head_builds_at_full_resolution():
     with torch.device("meta"):
-        model, _ = build_task_model("pointmap", TASKS["pointmap"].outputs, (1024, 768), size="5b")
+        model, _ = build_task_model("pointmap", TASKS["pointmap"].model.outputs, (1024, 768), size="5b")
         out = model(torch.zeros(1, 3, 1024, 768))
     assert tuple(out.pointmaps.shape) == (1, 3, 1024, 768) and tuple(out.scales.shape) == (1, 1)

@@ -32,10 +32,10 @@ def _model(task: str, monkeypatch):
 
     monkeypatch.setitem(presets.BACKBONES, "onnx_test", {**presets.BACKBONES["tiny"], **ONE_BLOCK})
     spec = TASKS[task]
-    labels = label_names(task, "coco17" if spec.label_arg == "keypoints" else None)
+    labels = label_names(task, "coco17" if spec.model.label_arg == "keypoints" else None)
     torch.manual_seed(0)
     model, _ = build_task_model(task, labels, SIZE if task != "pointmap" else (256, 192), size="onnx_test",
-                                head=dict(spec.heads["tiny"]))
+                                head=dict(spec.model.heads["tiny"]))
     return model.eval()
 
 

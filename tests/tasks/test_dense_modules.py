@@ -10,9 +10,9 @@ import pytest
 import torch
 from transformers import Sapiens2ForNormalEstimation, Sapiens2ForPointmapEstimation, Sapiens2HeadConfig
 
-from datamodules.dense_datamodule import DenseDataModule
 from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.tasks.albedo.module import AlbedoModule
+from sapiens2_ft.tasks.dense_data import DenseTaskData
 from sapiens2_ft.tasks.matting.module import MattingModule
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pointmap.module import PointmapModule, to_metric
@@ -28,7 +28,7 @@ SAVED = {"seg": [".png"], "normal": [".npy", "_normal.png"], "pointmap": [".npy"
 
 
 def _batch(root: Path, task: str, split: str = "train") -> dict:
-    dm = DenseDataModule(task, root=str(root), input_size=SIZE, batch_size=2, num_workers=0)
+    dm = DenseTaskData(task, root=str(root), input_size=SIZE, batch_size=2, num_workers=0)
     dm.setup("fit")
     loader = dm.train_dataloader() if split == "train" else dm.val_dataloader()
     return next(iter(loader))
@@ -76,11 +76,11 @@ def test_train_and_validation_step(dense_root, tmp_path, task):
 def test_released_head_layouts_predict_full_resolution(task):
     """The 0.4b pixel-shuffle heads (built on the meta device: no memory) upsample 16x to the input."""
     with torch.device("meta"):
-        model, _ = build_task_model(task, TASKS[task].outputs, (1024, 768), size="0.4b")
+        model, _ = build_task_model(task, TASKS[task].model.outputs, (1024, 768), size="0.4b")
         out = model(torch.zeros(1, 3, 1024, 768))
     maps = [v for k, v in out.items() if torch.is_tensor(v) and k != "scales"]
     assert all(tuple(m.shape[-2:]) == (1024, 768) for m in maps)
-    assert sum(m.shape[1] for m in maps) == len(TASKS[task].outputs)
+    assert sum(m.shape[1] for m in maps) == len(TASKS[task].model.outputs)
     if task == "pointmap":
         assert tuple(out["scales"].shape) == (1, 1)
 
@@ -97,7 +97,7 @@ def test_released_normal_checkpoint_loads_whole(tmp_path):
                                             upsample_out_channels=[16, 16], conv_out_channels=[8])
     source = Sapiens2ForNormalEstimation(config)
     source.save_pretrained(tmp_path)
-    model, report = build_task_model("normal", TASKS["normal"].outputs, (256, 192), pretrained=str(tmp_path))
+    model, report = build_task_model("normal", TASKS["normal"].model.outputs, (256, 192), pretrained=str(tmp_path))
     assert (report.backbone, report.head) == ("pretrained", "pretrained")
     x = torch.randn(1, 3, 256, 192)
     torch.testing.assert_close(model.eval()(x).normals, source.eval()(x).normals)
@@ -113,9 +113,9 @@ def test_pointmap_scale_head_follows_the_input_size(tmp_path):
     config.head_config._init_scale_final_input_size(config.image_size, config.patch_size)
     source = Sapiens2ForPointmapEstimation(config)
     source.save_pretrained(tmp_path)
-    same, report = build_task_model("pointmap", TASKS["pointmap"].outputs, (256, 192), pretrained=str(tmp_path))
+    same, report = build_task_model("pointmap", TASKS["pointmap"].model.outputs, (256, 192), pretrained=str(tmp_path))
     assert report.notes == []
-    other, report = build_task_model("pointmap", TASKS["pointmap"].outputs, (128, 96), pretrained=str(tmp_path))
+    other, report = build_task_model("pointmap", TASKS["pointmap"].model.outputs, (128, 96), pretrained=str(tmp_path))
     assert report.notes and "scale MLP input layer new" in report.notes[0]
     assert other(torch.zeros(2, 3, 128, 96)).scales.shape == (2, 1)
     kept = other.scale_head.predictor.block2.layers[0].weight
@@ -132,7 +132,7 @@ def test_to_metric_divides_all_three_axes_by_scale():
 
 def test_scale_branch_too_small_input_is_a_clear_error():
     with pytest.raises(ValueError, match="too small for the pointmap scale branch"):
-        build_task_model("pointmap", TASKS["pointmap"].outputs, (128, 96), size="0.1b")
+        build_task_model("pointmap", TASKS["pointmap"].model.outputs, (128, 96), size="0.1b")
 
 
 @pytest.mark.parametrize("module", [MattingModule, PointmapModule])

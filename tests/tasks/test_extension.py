@@ -1,22 +1,22 @@
-"""The extension story of docs/architecture.md ("Adding a task"), proved: a toy dense task added by exactly the
-documented steps trains, validates, predicts and exports through the real entry points.
+"""The extension story of docs/architecture.md ("Adding a task"), proved: a toy dense task added as one folder and
+one registry line trains, validates, predicts and exports through the real entry points.
 
 The toy task is ``shading``: one grey channel in [0, 1] per pixel, the light falling on it (the other half of an
 image's intrinsic decomposition, albedo x shading), a map kind no built-in task has.
-Its files live in ``tests/tasks/extension/`` and are copied to where a real task's go (step 1: the task folder
-``sapiens2_ft/tasks/shading/``; step 3: ``datamodules/dense/targets/shading.py``; step 4: the config); the test puts
-those folders on the packages' ``__path__``, so the task imports under its real module names. The two edits a real
-task makes to existing files (step 2: its ``TaskSpec`` in ``tasks/registry.py``; step 3: its ``TARGETS`` entry)
-are made to the registries' own dicts, written as they would read in those files, and undone after the test.
-Step 4's regenerated ``docs/configs.md`` and step 5's own tests are what a real task adds beyond this; the shared
-checks of step 5 (``tests/tasks/test_registry.py``) run on the entry below.
+Its folder lives in ``tests/tasks/extension/shading/`` (spec, targets, module, inference, loss, metric, draw) and is
+copied to where a real task's goes (``sapiens2_ft/tasks/shading/``), which the test puts on the package's
+``__path__``, so the task imports under its real module names. The one edit a real task makes to an existing file, its
+line in ``tasks/registry.py``, is made to the registry's own dict, written out as it would read there, and undone
+after the test; nothing of the data layer or of the apps is touched. Its config is copied beside; the regenerated
+``docs/configs.md`` and its own tests are what a real task adds beyond this; the shared checks
+(``tests/tasks/test_registry.py``) run on the entry below.
 
 Model class: ``Sapiens2ForNormalEstimation`` with ``num_labels = 1``. transformers has no shading model and this
 project does not define model classes (docs/architecture.md: the models come from transformers); that class's head
 is a plain ``num_labels``-channel per-pixel regressor with no activation in its forward (the normals are made unit
 by the caller), so it serves any continuous map, and it has an Auto class (``AutoModelForNormalEstimation``) for the
-export. Sharing the class with ``normal`` (as the built-in ``albedo`` does, with three channels) is what the export's
-recorded task (``registry.task_of_config``) is for: predict tells them apart by it.
+export. Sharing the class with ``normal`` (as the built-in ``albedo`` does, with three channels; both declare
+``shares_class``) is what the export's recorded task (``registry.task_of_config``) is for: predict tells them apart.
 """
 
 from __future__ import annotations
@@ -27,19 +27,14 @@ import math
 import shutil
 import sys
 from pathlib import Path
-from typing import Literal
 
 import cv2
 import numpy as np
 import pytest
 import torch
 
-import datamodules.dense.targets as dense_targets
 import sapiens2_ft
-import datamodules.dense_datamodule as dense_datamodule
 import sapiens2_ft.tasks as tasks_package
-from datamodules.dense.targets import TARGETS
-from sapiens2_ft.tasks import heads, registry
 from sapiens2_ft.tasks.registry import TASKS
 
 EXTENSION = Path(__file__).parent / "extension"
@@ -48,47 +43,26 @@ SIZE = (64, 48)  # the network input (H, W); the images are 96x72, so every map 
 
 @pytest.fixture
 def shading_task(tmp_path, monkeypatch) -> Path:
-    """The toy task installed as the steps of "Adding a task" say (3 before 2: ``_dense`` reads ``TARGETS``);
-    returns its config."""
-    # 1. The task folder: sapiens2_ft/tasks/shading/ (inference, module, loss, metric, draw).
+    """The toy task installed as "Adding a task" says: its folder and its registry line; returns its config."""
+    # 1. The task folder: sapiens2_ft/tasks/shading/ (spec, targets, inference, module, loss, metric, draw).
     tasks_dir = tmp_path / "sapiens2_ft" / "tasks"
     shutil.copytree(EXTENSION / "shading", tasks_dir / "shading")
     monkeypatch.setattr(tasks_package, "__path__", [*tasks_package.__path__, str(tasks_dir)])
-    # 3. Its target spec, datamodules/dense/targets/shading.py ...
-    targets_dir = tmp_path / "datamodules" / "dense" / "targets"
-    targets_dir.mkdir(parents=True)
-    shutil.copy(EXTENSION / "shading_targets.py", targets_dir / "shading.py")
-    monkeypatch.setattr(dense_targets, "__path__", [*dense_targets.__path__, str(targets_dir)])
-    # ... and its entry in TARGETS (datamodules/dense/targets/__init__.py):
-    #     TARGETS = {spec.task: spec for spec in (SEG, NORMAL, POINTMAP, MATTING, ALBEDO, SHADING)}
-    from datamodules.dense.targets.shading import SHADING
+    # 2. Its line in sapiens2_ft/tasks/registry.py: the import of its spec and its name in TASKS,
+    #     from sapiens2_ft.tasks.shading.spec import SHADING
+    #     TASKS = {spec.name: spec for spec in (POSE, SEG, NORMAL, POINTMAP, MATTING, ALBEDO, SHADING, MULTITASK)}
+    from sapiens2_ft.tasks.shading.spec import SHADING
 
-    monkeypatch.setitem(TARGETS, "shading", SHADING)
-    # That file derives the data.task choices from TARGETS on import (DenseTask = Literal[DENSE_TASKS]).
-    monkeypatch.setattr(dense_datamodule, "DenseTask", Literal[tuple(TARGETS)])
-    # 2. One TaskSpec in sapiens2_ft/tasks/registry.py (with `from sapiens2_ft.tasks.shading import draw as
-    #    shading_draw` among its imports); the head layouts are the existing pixel-shuffle ones of tasks/heads.py.
-    from sapiens2_ft.tasks.shading import draw as shading_draw
-
-    spec = registry._dense(
-        "shading", "Shading", "Sapiens2ForNormalEstimation", ("val/mae", "min"),
-        outputs=("shading",), heads=heads.PIXEL_SHUFFLE_HEADS, draw_sample=shading_draw.draw_sample,
-        auto_class="AutoModelForNormalEstimation", predicts="a grey shading in [0, 1] for every pixel",
-        decode="normals (B, 1, h, w): the sigmoid = shading in [0, 1]; resize to the input size and undo the "
-               "letterbox.",
-        processor={"do_pad": True})  # letterboxed as in training
-    monkeypatch.setitem(TASKS, "shading", spec)
-    # 4. A config: configs/shading_demo.yaml.
+    monkeypatch.setitem(TASKS, "shading", SHADING)
+    # 3. A config: configs/shading_demo.yaml.
     config = tmp_path / "configs" / "shading_demo.yaml"
     config.parent.mkdir()
     shutil.copy(EXTENSION / "shading_demo.yaml", config)
     yield config
-    toy = ("sapiens2_ft.tasks.shading", "datamodules.dense.targets.shading")
-    for name in [n for n in sys.modules if n == toy[1] or n.startswith(toy[0])]:
+    for name in [n for n in sys.modules if n.startswith("sapiens2_ft.tasks.shading")]:
         del sys.modules[name]
-    for package, name in ((tasks_package, "shading"), (dense_targets, "shading")):
-        if hasattr(package, name):
-            delattr(package, name)
+    if hasattr(tasks_package, "shading"):
+        delattr(tasks_package, "shading")
 
 
 def write_shading_data(root: Path, counts=(("train", 4), ("val", 2)), size=(96, 72), seed: int = 0) -> None:
@@ -191,7 +165,7 @@ def test_a_checkpoint_of_another_task_of_the_same_class_gives_its_backbone_only(
     one-channel head, as a checkpoint of another class would; it used to keep the normal head's three channels."""
     from sapiens2_ft.tasks.registry import build_task_model, task_of_config
 
-    normal, _ = build_task_model("normal", TASKS["normal"].outputs, SIZE, size="tiny")
+    normal, _ = build_task_model("normal", TASKS["normal"].model.outputs, SIZE, size="tiny")
     normal.config.architectures = [type(normal).__name__]
     normal.save_pretrained(tmp_path / "normal")
     assert task_of_config(normal.config) == "normal"
@@ -203,14 +177,14 @@ def test_a_checkpoint_of_another_task_of_the_same_class_gives_its_backbone_only(
 
 
 def test_the_registry_checks_and_the_option_checks_hold_for_the_new_task(shading_task):
-    """Step 4: ``tests/tasks/test_registry.py``'s checks (parametrized over ``TASKS``) pass on the new entry, and
-    its own option joins the base's problems in one list."""
+    """``tests/tasks/test_registry.py``'s checks (parametrized over ``TASKS``) pass on the new entry, and its own
+    option joins the base's problems in one list."""
     import test_registry  # tests/tasks/ is on sys.path under pytest
 
     from sapiens2_ft.tasks.shading.module import ShadingModule
 
     test_registry.test_each_entry_names_importable_classes_of_its_task("shading")
-    test_registry.test_dense_tasks_are_the_data_layers_target_specs()
+    test_registry.test_whole_image_tasks_hand_their_targets_to_the_data_layer()
     test_registry.test_task_modules_keep_the_contract("shading")
     assert ShadingModule.check_options(size="huge", gradient_weight=-1.0) == [
         "model.size: 'huge' is not one of tiny, mini, 0.1b, 0.4b, 0.8b, 1b, 5b (model.pretrained is not set)",

@@ -21,10 +21,10 @@ import pytest
 import torch
 
 from datamodules.dense import augment as dense_augment, transforms as dense_transforms
-from datamodules.dense_datamodule import DenseDataModule
 from datamodules.dense_dataset import DenseDataset
 from datamodules.pose_dataset import TopdownPoseDataset
 from datamodules.synthetic import generate_dataset
+from sapiens2_ft.tasks.dense_data import DenseTaskData
 from sapiens2_ft.tasks.pointmap.loss import masked_l1
 from sapiens2_ft.training.cli import main
 
@@ -144,7 +144,7 @@ def test_pointmap_fits_its_training_set(eight_images, tmp_path):
 def per_pixel_mean_l1(root) -> float:
     """Canonical L1 (the loss's ``l1`` term: summed over X, Y, Z, mean over valid pixels) of the training images'
     per-pixel mean canonical pointmap, at the validation resize of the test."""
-    dm = DenseDataModule("pointmap", root=str(root), val_split="train", input_size=(128, 96), batch_size=8,
+    dm = DenseTaskData("pointmap", root=str(root), val_split="train", input_size=(128, 96), batch_size=8,
                          num_workers=0)
     dm.setup("validate")
     (batch,) = list(dm.val_dataloader())  # the 8 images in one batch, as in validation

@@ -15,10 +15,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from datamodules.dense_datamodule import DenseDataModule
-from datamodules.multitask_datamodule import MultiTaskDataModule
 from datamodules.pose_datamodule import PoseDataModule
+from sapiens2_ft.tasks.dense_data import DenseTaskData
 from sapiens2_ft.tasks.matting.module import MattingModule
+from sapiens2_ft.tasks.multitask.data import PretrainingData
 from sapiens2_ft.tasks.multitask.module import MultiTaskModule
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pointmap.module import PointmapModule
@@ -63,7 +63,7 @@ def pose_batch(dense_root) -> dict:
 
 
 def _dense_batch(root, task: str, **options) -> dict:
-    return _first_batch(DenseDataModule(task, root=str(root), input_size=SIZE, batch_size=2, num_workers=0, **options))
+    return _first_batch(DenseTaskData(task, root=str(root), input_size=SIZE, batch_size=2, num_workers=0, **options))
 
 
 def test_pose_mse_is_zero_on_the_udp_targets_and_grows_off_them(pose_batch):
@@ -130,7 +130,7 @@ def test_dense_loss_is_zero_on_the_targets_and_grows_off_them(dense_root, task):
 def test_multitask_loss_is_zero_on_every_heads_targets(dense_root):
     """Each head predicts its targets at the head's resolution (a quarter of the input's: the dense maps are
     sampled at cell centres, the intrinsics follow, which the pointmap's intrinsics term checks)."""
-    batch = _first_batch(MultiTaskDataModule(root=str(dense_root), input_size=SIZE, batch_size=2, num_workers=0,
+    batch = _first_batch(PretrainingData(root=str(dense_root), input_size=SIZE, batch_size=2, num_workers=0,
                                              dense_augment={"blur_prob": 0.0}))  # one augment for every head:
     # blur breaks the matting composition (the matting target spec turns it off; here nothing would)
     module = MultiTaskModule(size="tiny", input_size=SIZE, pose_loss="mse", sigma=2.0)

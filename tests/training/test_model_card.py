@@ -16,9 +16,10 @@ from huggingface_hub import ModelCard
 
 import datamodules.keypoints as keypoint_sets
 from model_cards import card_metrics
-from sapiens2_ft.tasks.registry import task_spec
+from sapiens2_ft.tasks.registry import TASKS, task_spec
+from sapiens2_ft.training.hf_export import export_checkpoint
 from sapiens2_ft.training.model_card import (CARD_FILE, LICENCE_FILE, PICTURE_FILE, dataset_entry, exported_metrics,
-                                             hub_id_of, refresh_results)
+                                             hub_id_of, post_process_text, public_card, refresh_results)
 
 
 def validation_rows(run_dir: Path) -> list[dict[str, float]]:
@@ -34,7 +35,7 @@ def test_export_card_has_hub_metadata_and_the_exported_weights_metrics(pose_run,
     card = ModelCard.load(export / CARD_FILE)
     data = card.data
     assert (data.license, data.license_name, data.library_name) == ("other", "sapiens2-license", "transformers")
-    assert data.license_link.endswith("LICENSE.md") and data.pipeline_tag == task_spec("pose").pipeline_tag
+    assert data.license_link.endswith("LICENSE.md") and data.pipeline_tag == task_spec("pose").export.pipeline_tag
     assert {"sapiens2", "human-centric", "pose"} <= set(data.tags)
     assert data.base_model is None  # the run started from a local folder, not a Hub model
     # The export is the best checkpoint (step 2 of 4): its card holds that validation's metrics, not the final ones.
@@ -118,3 +119,31 @@ def test_a_checkpoint_is_given_the_metrics_of_its_own_step_only():
 def test_base_model_is_a_hub_id_only(pretrained, hub_id):
     assert hub_id_of(pretrained) == hub_id
 
+
+
+DENSE = [name for name, spec in TASKS.items() if spec.data.targets is not None]
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.25])
+@pytest.mark.parametrize("task", DENSE)
+def test_the_card_says_what_transformers_post_processing_does(task, scale):
+    """Where transformers undoes the task's resize (``TaskSpec.transformers_post_processes``, held against predict by
+    ``tests/apps/test_processor_parity.py``) the card names the call; elsewhere it says why not and what to do."""
+    spec = task_spec(task)
+    text = post_process_text(task, scale)
+    if spec.transformers_post_processes(scale):
+        assert f"`processor.{spec.export.post_process}(outputs, " in text and "predict" not in text
+    else:
+        assert "Resize the outputs to the input size, remove the letterbox" in text and "predict" in text
+        assert ("has no post-processing" in text) == (spec.export.post_process is None)
+        assert ("fails on them" in text) == (spec.export.post_process is not None and spec.export.unpads)
+    assert post_process_text("pose", scale) == ""  # person crops: the card's top-down note covers them
+
+
+def test_an_export_card_says_how_to_post_process_with_transformers(seg_checkpoint, tmp_path):
+    """The export's own card, and the one it publishes, read its head's output size (the tiny seg head: a quarter)."""
+    out = export_checkpoint(seg_checkpoint, tmp_path / "export")
+    card = (out / CARD_FILE).read_text()
+    call = "`processor.post_process_semantic_segmentation(outputs, target_sizes=[(h, w)])`"
+    assert call in card and "(its maps come out at 0.25 of the input size)" in card
+    assert call in public_card(out, "someone/seg-model")

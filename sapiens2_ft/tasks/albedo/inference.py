@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from sapiens2_ft.tasks.albedo import draw
+from sapiens2_ft.tasks.albedo.spec import ALBEDO
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.inference import Batch, Files, TaskInference
 from sapiens2_ft.tasks.visualize import to_png
@@ -25,7 +26,7 @@ class AlbedoOutputs(TypedDict):
 class AlbedoInference(TaskInference):
     """An albedo model (a three-output ``Sapiens2ForNormalEstimation``: its ``normals`` are the raw RGB)."""
 
-    task = "albedo"
+    spec = ALBEDO
     people_only_pictures = True  # an albedo is a person's: predict's pictures show the people a mask model finds
 
     def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> AlbedoOutputs:

@@ -21,6 +21,7 @@ from sapiens2_ft.tasks.albedo import draw
 from sapiens2_ft.tasks.albedo.inference import AlbedoBatch, AlbedoInference, AlbedoOutputs
 from sapiens2_ft.tasks.albedo.loss import albedo_loss
 from sapiens2_ft.tasks.albedo.metric import AlbedoMetrics
+from sapiens2_ft.tasks.albedo.spec import ALBEDO
 from sapiens2_ft.tasks.base import TaskModule
 from sapiens2_ft.tasks.visualize import image_rgb, side_by_side
 
@@ -44,7 +45,7 @@ class AlbedoModule(TaskModule):
             random initialisation. A loaded head is left as it is.
     """
 
-    task = "albedo"
+    spec = ALBEDO
     inference_class = AlbedoInference
 
     @classmethod

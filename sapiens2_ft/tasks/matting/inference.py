@@ -11,6 +11,7 @@ import torch
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.inference import Batch, Files, TaskInference
 from sapiens2_ft.tasks.matting import draw
+from sapiens2_ft.tasks.matting.spec import MATTING
 from sapiens2_ft.tasks.visualize import to_png
 
 
@@ -28,7 +29,7 @@ class MattingOutputs(TypedDict):
 class MattingInference(TaskInference):
     """A matting model (alpha and foreground colours)."""
 
-    task = "matting"
+    spec = MATTING
     finds_people = True
 
     def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> MattingOutputs:

@@ -18,6 +18,7 @@ from sapiens2_ft.tasks.matting import draw
 from sapiens2_ft.tasks.matting.inference import MattingBatch, MattingInference, MattingOutputs
 from sapiens2_ft.tasks.matting.loss import DEFAULT_WEIGHTS, estimate_background, matting_loss
 from sapiens2_ft.tasks.matting.metric import MattingMetrics
+from sapiens2_ft.tasks.matting.spec import MATTING
 from sapiens2_ft.tasks.visualize import image_rgb, side_by_side
 
 
@@ -29,7 +30,7 @@ class MattingModule(TaskModule):
             (default 1, 1, 1, 1, 0).
     """
 
-    task = "matting"
+    spec = MATTING
     inference_class = MattingInference
 
     @classmethod

@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from sapiens2_ft.tasks.registry import model_class
+from sapiens2_ft.tasks.multitask.tasks import PRETRAINING_TASKS
 
 
 class SharedBackbone(nn.Module):
@@ -72,7 +72,8 @@ class MultiTaskModel(nn.Module):
     @classmethod
     def from_configs(cls, configs: dict) -> "MultiTaskModel":
         """The same architecture from the task models' configs alone (weights: random, or on the meta device)."""
-        return cls({name: model_class(name)(config) for name, config in configs.items()})
+        return cls({name: PRETRAINING_TASKS[name].model.transformers_class()(config)
+                    for name, config in configs.items()})
 
     @property
     def backbone_config(self):

@@ -21,7 +21,6 @@ from torch import nn
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
 from datamodules.hparams import as_dataclass
 from datamodules.keypoints.metainfo import load_metainfo
-from datamodules.multitask_datamodule import PRETRAINING_DENSE_TASKS
 from sapiens2_ft.models.adapters import LoraOptions
 from sapiens2_ft.models.checkpoints import RECORD_KEY
 from sapiens2_ft.models.factory import LoadReport, resolve_pretrained
@@ -31,6 +30,8 @@ from sapiens2_ft.models.pretraining_heads import HEADS_FILE
 from sapiens2_ft.tasks.base import TaskModule, group_panels, log_gathered, training_optimizer, weight_name_problems
 from sapiens2_ft.tasks.matting.module import MattingModule
 from sapiens2_ft.tasks.multitask.model import MultiTaskModel
+from sapiens2_ft.tasks.multitask.tasks import PRETRAINING_DENSE_TASKS
+from sapiens2_ft.tasks.multitask.spec import MULTITASK
 from sapiens2_ft.tasks.normal.module import NormalModule
 from sapiens2_ft.tasks.pointmap.module import PointmapModule
 from sapiens2_ft.tasks.pose.module import PoseModule
@@ -80,7 +81,7 @@ class MultiTaskModule(TaskModule):
             errors (``--resume`` continues a pretraining run; ``pretrained`` starts the backbone from weights).
     """
 
-    task = "multitask"
+    spec = MULTITASK
 
     @classmethod
     def check_options(cls, **options) -> list[str]:

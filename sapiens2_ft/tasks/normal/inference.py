@@ -11,6 +11,7 @@ import torch
 from sapiens2_ft.tasks.dense_maps import resize_to, unit_vectors
 from sapiens2_ft.tasks.inference import Batch, Files, TaskInference
 from sapiens2_ft.tasks.normal import draw
+from sapiens2_ft.tasks.normal.spec import NORMAL
 from sapiens2_ft.tasks.visualize import to_png
 
 
@@ -26,7 +27,7 @@ class NormalOutputs(TypedDict):
 class NormalInference(TaskInference):
     """A normal model (three fixed outputs)."""
 
-    task = "normal"
+    spec = NORMAL
     people_only_pictures = True
 
     def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> NormalOutputs:

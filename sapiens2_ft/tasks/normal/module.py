@@ -17,6 +17,7 @@ from sapiens2_ft.tasks.normal import draw
 from sapiens2_ft.tasks.normal.inference import NormalBatch, NormalInference, NormalOutputs
 from sapiens2_ft.tasks.normal.loss import normal_loss
 from sapiens2_ft.tasks.normal.metric import NormalMetrics
+from sapiens2_ft.tasks.normal.spec import NORMAL
 from sapiens2_ft.tasks.visualize import image_rgb, side_by_side
 
 
@@ -31,7 +32,7 @@ class NormalModule(TaskModule):
             prediction vs the target, summed over the 3 channels (upstream 10).
     """
 
-    task = "normal"
+    spec = NORMAL
     inference_class = NormalInference
 
     def __init__(self, cos_weight: float = 10.0, l1_weight: float = 1.0, grad_weight: float = 10.0, **kwargs):

@@ -11,6 +11,7 @@ import torch
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.inference import Batch, Files, TaskInference
 from sapiens2_ft.tasks.pointmap import draw
+from sapiens2_ft.tasks.pointmap.spec import POINTMAP
 
 MIN_SCALE = 1e-3
 
@@ -41,7 +42,7 @@ def depth_png(z: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
 class PointmapInference(TaskInference):
     """A pointmap model. ``canonical_focal``: the focal length of the canonical camera of its training targets."""
 
-    task = "pointmap"
+    spec = POINTMAP
     takes_focal = True
     people_only_pictures = True
 

@@ -25,6 +25,7 @@ from sapiens2_ft.tasks.pointmap import draw
 from sapiens2_ft.tasks.pointmap.inference import PointmapBatch, PointmapInference, PointmapOutputs, to_metric
 from sapiens2_ft.tasks.pointmap.loss import DEFAULT_WEIGHTS, pointmap_loss
 from sapiens2_ft.tasks.pointmap.metric import PointmapMetrics
+from sapiens2_ft.tasks.pointmap.spec import POINTMAP
 from sapiens2_ft.tasks.visualize import image_rgb, side_by_side
 
 
@@ -39,7 +40,7 @@ class PointmapModule(TaskModule):
             released models); checked against the first training batch (``scale x fx``).
     """
 
-    task = "pointmap"
+    spec = POINTMAP
     inference_class = PointmapInference
 
     @classmethod
@@ -48,11 +49,8 @@ class PointmapModule(TaskModule):
 
     def __init__(self, loss_weights: dict[str, float] = dict(DEFAULT_WEIGHTS), canonical_focal: float = 768.0,
                  **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(**kwargs, _inference_options={"canonical_focal": canonical_focal})
         self.val_metrics = PointmapMetrics()
-
-    def inference_options(self) -> dict:
-        return {"canonical_focal": self.hparams.canonical_focal}
 
     def check_focal(self, batch: PointmapBatch) -> None:
         """The data's canonical focal (scale x fx of the image) must be ``canonical_focal``; checked once."""

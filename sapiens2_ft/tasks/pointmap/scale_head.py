@@ -1,5 +1,5 @@
 """The pointmap scale branch and the input size: its MLP's first layer takes the flattened features of the last
-stride-2 conv, so its size follows ``image_size`` (``TaskSpec.fit_model`` of the pointmap task)."""
+stride-2 conv, so its size follows ``image_size`` (``TaskSpec.model.fit_model`` of the pointmap task)."""
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from sapiens2_ft.tasks.pose.codec import (
 )
 from sapiens2_ft.tasks.pose.oks_nms import rescore
 from sapiens2_ft.tasks.pose.results import PoseResults
+from sapiens2_ft.tasks.pose.spec import POSE
 from sapiens2_ft.tasks.sample_pictures import SheetLabels
 
 # A heatmap cross-entropy head outputs logits: its config's ``heatmap_output`` says so to exported models' users.
@@ -78,7 +79,7 @@ class PoseInference(TaskInference):
         model: The ``Sapiens2ForPoseEstimation`` (or a stand-in).
     """
 
-    task = "pose"
+    spec = POSE
     takes_person_boxes = True
 
     def __init__(self, input_size: Sequence[int] = (256, 192), keypoints: str = "coco17", flip_test: bool = True,

@@ -22,6 +22,7 @@ from sapiens2_ft.tasks.pose.codec import encode_heatmaps, input_to_heatmap_coord
 from sapiens2_ft.tasks.pose.inference import LOGITS_OUTPUT, PoseBatch, PoseInference, PoseOutputs
 from sapiens2_ft.tasks.pose.loss import heatmap_cross_entropy, weighted_heatmap_mse
 from sapiens2_ft.tasks.pose.metric import CocoKeypointAP
+from sapiens2_ft.tasks.pose.spec import POSE
 from sapiens2_ft.tasks.visualize import MIN_PANEL_HEIGHT, enlarge, image_rgb, side_by_side
 
 LOSSES = {"mse": weighted_heatmap_mse, "heatmap_ce": heatmap_cross_entropy}
@@ -39,7 +40,7 @@ class PoseModule(TaskModule):
         flip_test: Average with the flipped-back heatmaps of the mirrored crop at validation.
     """
 
-    task = "pose"
+    spec = POSE
     inference_class = PoseInference
     panel_outputs = ("coords", "scores")  # not the heatmaps
 
@@ -61,14 +62,11 @@ class PoseModule(TaskModule):
         flip_test: bool = True,
         **kwargs,
     ):
-        super().__init__(**kwargs)
+        heatmap_output = LOGITS_OUTPUT if loss == "heatmap_ce" else "heatmaps"
+        super().__init__(**kwargs, _inference_options=dict(keypoints=keypoints, flip_test=flip_test, sigma=sigma,
+                                                           heatmap_output=heatmap_output))
         self.metainfo = self.inference.metainfo
         self.loss_fn = LOSSES[loss]
-
-    def inference_options(self) -> dict:
-        hp = self.hparams
-        return {"keypoints": hp.keypoints, "flip_test": hp.flip_test, "sigma": hp.sigma,
-                "heatmap_output": LOGITS_OUTPUT if hp.loss == "heatmap_ce" else "heatmaps"}
 
     @classmethod
     def options_from_model(cls, directory: Path, config, labels: str | None = None) -> dict:

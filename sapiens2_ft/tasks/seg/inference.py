@@ -13,6 +13,7 @@ from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.inference import Batch, Files, TaskInference
 from sapiens2_ft.tasks.sample_pictures import SheetLabels
 from sapiens2_ft.tasks.seg import draw
+from sapiens2_ft.tasks.seg.spec import SEG
 from sapiens2_ft.tasks.visualize import with_legend
 
 
@@ -27,7 +28,7 @@ class SegOutputs(TypedDict):
 class SegmentationInference(TaskInference):
     """A segmentation model on a class set (``class_names`` in label-id order; None: the 29 Sapiens2 classes)."""
 
-    task = "seg"
+    spec = SEG
     finds_people = True
 
     def __init__(self, input_size: Sequence[int] = (256, 192), class_names: Sequence[str] | None = None, model=None):

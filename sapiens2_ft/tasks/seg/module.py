@@ -17,6 +17,7 @@ from sapiens2_ft.tasks.seg import draw
 from sapiens2_ft.tasks.seg.inference import SegBatch, SegmentationInference, SegOutputs
 from sapiens2_ft.tasks.seg.loss import default_class_weights, segmentation_loss
 from sapiens2_ft.tasks.seg.metric import SegmentationMetrics
+from sapiens2_ft.tasks.seg.spec import SEG
 from sapiens2_ft.tasks.visualize import image_rgb, side_by_side, with_legend
 
 
@@ -37,7 +38,7 @@ class SegmentationModule(TaskModule):
         ignore_index: Label value that is ignored by loss and metrics.
     """
 
-    task = "seg"
+    spec = SEG
     inference_class = SegmentationInference
 
     def __init__(
@@ -52,16 +53,13 @@ class SegmentationModule(TaskModule):
         names = list(class_names or SAPIENS2_PART_CLASSES)
         if class_weights is not None and len(class_weights) != len(names):
             raise ValueError(f"model.class_weights has {len(class_weights)} values for {len(names)} classes")
-        super().__init__(**kwargs)
+        super().__init__(**kwargs, _inference_options={"class_names": class_names})
         self.class_names = names
         weights = class_weights if class_weights is not None else default_class_weights(names)
         weights = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
         self.register_buffer("class_weights", weights, persistent=False)
         self.val_metrics = SegmentationMetrics(len(self.class_names), ignore_index=ignore_index,
                                                class_names=self.class_names)
-
-    def inference_options(self) -> dict:
-        return {"class_names": self.hparams.class_names}
 
     def loss_terms(self, outputs: SegOutputs, batch: SegBatch) -> dict[str, torch.Tensor]:
         hp = self.hparams

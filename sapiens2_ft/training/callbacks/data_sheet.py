@@ -17,7 +17,7 @@ MAX_SHEET_SAMPLES = 16
 class DataSheet(L.Callback):
     """Draws up to ``count`` samples of the first batch the run trains on, with their targets (rank 0, once,
     no collectives): ``<run_dir>/data_check.png``, wandb ``train/data_check``, TensorBoard the same. A resumed
-    run keeps the sheet of its start. Tasks without a sheet (``TaskSpec.draw_sample`` unset), and ``count`` 0,
+    run keeps the sheet of its start. Tasks without a sheet (``TaskSpec.data.draw_sample`` unset), and ``count`` 0,
     draw nothing."""
 
     def __init__(self, run_dir: str | Path, count: int = MAX_SHEET_SAMPLES):
@@ -33,7 +33,7 @@ class DataSheet(L.Callback):
         self.done = True
         spec = TASKS.get(getattr(pl_module, "task", ""))
         resumed = trainer.global_step > 0 and self.path.exists()
-        if not trainer.is_global_zero or spec is None or spec.draw_sample is None or resumed:
+        if not trainer.is_global_zero or spec is None or spec.data.draw_sample is None or resumed:
             return
         try:
             labels = (sheet_labels(trainer.datamodule) if trainer.datamodule is not None

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from datamodules.multitask_datamodule import PRETRAINING_DENSE_TASKS
 from sapiens2_ft.tasks.multitask.module import MultiTaskModule
+from sapiens2_ft.tasks.multitask.tasks import PRETRAINING_DENSE_TASKS
 from sapiens2_ft.training.cli import main
 from tool_scripts import load_tool
 

@@ -7,11 +7,7 @@ The reference below retypes upstream's formulas (``dense/src/models/heads/pointm
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-import types
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -19,8 +15,10 @@ import pytest
 import torch
 
 from datamodules.dense.geometry import back_project, canonical_pointmap
+from sapiens2_ft.tasks.dense_data import dense_targets
 from sapiens2_ft.tasks.pointmap.loss import pointmap_loss
 from sapiens2_ft.tasks.pointmap.module import PointmapModule, to_metric
+from transformers_processor import processor_class
 
 UPSTREAM_WEIGHTS = {"l1": 2.0, "multiscale_l1": 1.0, "shift_invariant_l1": 1.0, "silog": 1.0, "intrinsics": 1.0,
                     "normal": 2.0, "scale": 4.0}
@@ -218,7 +216,7 @@ def test_round_trip_depth_and_K_to_canonical_to_metric():
     mask = rng.random((256, 192)) > 0.2
     camera = torch.from_numpy(back_project(depth, K)).permute(2, 0, 1)
     for source in ({"depth": depth}, {"pointmap": back_project(depth, K)}):
-        item = to_item({"image": np.zeros((256, 192, 3), np.uint8), "K": K, "mask": mask, **source}, "pointmap")
+        item = to_item({"image": np.zeros((256, 192, 3), np.uint8), "K": K, "mask": mask, **source}, dense_targets("pointmap"))
         assert item["scale"].item() == pytest.approx(768.0 / 612.0)
         valid = torch.from_numpy(mask)
         upstream_target = camera * (768.0 / 612.0)  # X, Y and Z all times the scale
@@ -227,40 +225,12 @@ def test_round_trip_depth_and_K_to_canonical_to_metric():
         assert (metric - camera)[:, valid].abs().max() < 1e-5
 
 
-def _transformers_post_process():
-    """transformers' ``Sapiens2ImageProcessor``, loaded with a stand-in for torchvision (not installable here;
-    only its resize functions use it, and the pointmap post-processing calls none of them)."""
-    import transformers.models.sapiens2 as package
-
-    stubs = ["torchvision", "torchvision.transforms", "torchvision.transforms.v2",
-             "torchvision.transforms.v2.functional"]
-    name = "transformers.models.sapiens2._image_processing_for_tests"
-    saved = {n: sys.modules.get(n) for n in stubs}
-    try:
-        for n in stubs:
-            sys.modules[n] = types.ModuleType(n)
-        sys.modules["torchvision.transforms.v2"].functional = sys.modules["torchvision.transforms.v2.functional"]
-        spec = importlib.util.spec_from_file_location(name, Path(package.__file__).with_name(
-            "image_processing_sapiens2.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module.Sapiens2ImageProcessor
-    finally:
-        sys.modules.pop(name, None)
-        for n, value in saved.items():
-            if value is None:
-                sys.modules.pop(n, None)
-            else:
-                sys.modules[n] = value
-
-
 def test_predict_gives_transformers_post_processed_xyz(tmp_path):
     """A tiny pointmap model: our metric XYZ (validation path and ``predict``'s NAME.npy) equals what
     transformers' ``post_process_pointmap_estimation`` makes of the same model outputs, on X, Y and Z."""
     from sapiens2_ft.predict.run import Model, predict_images
 
-    processor = _transformers_post_process()(size={"height": 128, "width": 96})
+    processor = processor_class()(size={"height": 128, "width": 96})
     torch.manual_seed(0)
     module = PointmapModule(size="tiny", input_size=(128, 96))
     module.configure_model()

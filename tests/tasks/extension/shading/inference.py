@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from sapiens2_ft.tasks.shading import draw
+from sapiens2_ft.tasks.shading.spec import SHADING
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.inference import Batch, Files, TaskInference
 from sapiens2_ft.tasks.visualize import to_png
@@ -30,7 +31,7 @@ class ShadingOutputs(TypedDict):
 class ShadingInference(TaskInference):
     """An shading model (one fixed output)."""
 
-    task = "shading"
+    spec = SHADING
 
     def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> ShadingOutputs:
         return {"shading": resize_to(torch.sigmoid(self.model(pixel_values).normals), size)}

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from sapiens2_ft.tasks.shading import draw
+from sapiens2_ft.tasks.shading.spec import SHADING
 from sapiens2_ft.tasks.shading.inference import ShadingBatch, ShadingInference, ShadingOutputs
 from sapiens2_ft.tasks.shading.loss import shading_loss
 from sapiens2_ft.tasks.shading.metric import ShadingMetrics
@@ -26,7 +27,7 @@ class ShadingModule(TaskModule):
         gradient_weight: Weight of the L1 of the finite differences (0: L1 only).
     """
 
-    task = "shading"
+    spec = SHADING
     inference_class = ShadingInference
 
     @classmethod

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from datamodules.dense.targets.readers import check_size, chw, read_npy, valid_mask
-from datamodules.dense.targets.spec import Attempt, TargetSpec, raise_problems
+from datamodules.dense.maps import UNIT_VECTORS
+from datamodules.dense.readers import check_size, chw, read_npy, valid_mask
+from datamodules.dense.target_spec import Attempt, TargetSpec, raise_problems
 from datamodules.errors import DataError
 
 NORMAL_TOLERANCE = 0.1  # |‖n‖ - 1| allowed on the mask
@@ -49,4 +50,4 @@ def to_item(sample: dict, canonical_focal: float) -> dict:
     return {"normals": chw(sample["normals"].astype(np.float32)), "mask": torch.from_numpy(sample["mask"])}
 
 
-NORMAL = TargetSpec("normal", paths, load, to_item, pipeline="camera")
+TARGETS = TargetSpec("normal", paths, load, to_item, pipeline="camera", maps={"normals": UNIT_VECTORS})

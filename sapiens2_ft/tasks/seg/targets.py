@@ -1,6 +1,7 @@
 """Body-part segmentation targets: ``{split}/labels/NAME.png``, single-channel uint8 class ids (255 = ignore).
 
 Dataset item: ``labels`` int64 (H, W). Trained with the upstream segmentation pipeline (stretched to the input).
+A training sample with less than ``data.filter.min_foreground`` of its pixels on a person is left out.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import cv2
 import numpy as np
 import torch
 
-from datamodules.dense.targets.readers import check_size, read_png
-from datamodules.dense.targets.spec import Attempt, TargetSpec, raise_problems
+from datamodules.dense.maps import CLASS_IDS
+from datamodules.dense.readers import check_size, read_png
+from datamodules.dense.target_spec import Attempt, TargetSpec, raise_problems
 from datamodules.errors import DataError
 
 IGNORE_INDEX = 255
@@ -45,4 +47,15 @@ def to_item(sample: dict, canonical_focal: float) -> dict:
     return {"labels": torch.from_numpy(sample["labels"].astype(np.int64))}
 
 
-SEG = TargetSpec("seg", paths, load, to_item, pipeline="seg")
+def too_little_foreground(item: dict, min_foreground: float) -> str | None:
+    """Why a sample whose share of person pixels (a class other than 0, not ignored) is below ``min_foreground``
+    is left out."""
+    labels = np.asarray(item["labels"])
+    foreground = np.count_nonzero((labels > 0) & (labels != IGNORE_INDEX)) / labels.size
+    if foreground < min_foreground:
+        return f"foreground {foreground:.2%} < min_foreground {min_foreground}"
+    return None
+
+
+TARGETS = TargetSpec("seg", paths, load, to_item, pipeline="seg", maps={"labels": CLASS_IDS},
+                     checks={"min_foreground": too_little_foreground})

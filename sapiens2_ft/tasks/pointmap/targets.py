@@ -14,9 +14,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from datamodules.dense.filters import valid_pixels
 from datamodules.dense.geometry import canonical_pointmap
-from datamodules.dense.targets.readers import check_size, chw, read_npy, read_text, valid_mask
-from datamodules.dense.targets.spec import Attempt, TargetSpec, raise_problems
+from datamodules.dense.maps import DEPTHS, POINTS
+from datamodules.dense.readers import check_size, chw, read_npy, read_text, valid_mask
+from datamodules.dense.target_spec import Attempt, TargetSpec, raise_problems
 from datamodules.errors import DataError
 
 
@@ -113,9 +115,22 @@ def to_item(sample: dict, canonical_focal: float) -> dict:
             "intrinsics": torch.from_numpy(sample["K"].astype(np.float32))}
 
 
-POINTMAP = TargetSpec(
-    "pointmap", paths, load, to_item, pipeline="camera",
+def too_near(item: dict, min_depth: float) -> str | None:
+    """Why a sample whose nearest valid point has a canonical depth below ``min_depth`` is left out (upstream's
+    pointmap filter)."""
+    mask = valid_pixels(item)
+    if mask is None:
+        return None
+    nearest = float(np.asarray(item["pointmap"])[2][mask].min())
+    if nearest < min_depth:
+        return f"nearest canonical depth {nearest:.3g} < min_depth {min_depth}"
+    return None
+
+
+TARGETS = TargetSpec(
+    "pointmap", paths, load, to_item, pipeline="camera", maps={"depth": DEPTHS, "pointmap": POINTS},
     augment=dict(downup_prob=0.0, blur_prob=0.0, noise_prob=0.0, solarize_prob=0.0),
     fixed={"rotate_prob": "pointmaps are not rotated (upstream does not; a rotation would be a camera roll about "
                           "the principal point only)"},
+    checks={"min_depth": too_near},
 )

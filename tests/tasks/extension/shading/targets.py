@@ -2,7 +2,7 @@
 shading) and an optional ``{split}/masks/NAME.png`` (0/255 valid pixels; default: every pixel).
 
 Dataset item: ``shading`` (1, H, W) float32 in [0, 1] + ``mask`` bool (H, W). ``shading`` is a map kind of its own:
-warped linearly (``maps``), only mirrored by a flip. Trained with the generic pipeline.
+warped linearly (``maps``: ``VALUES``), only mirrored by a flip. Trained with the generic pipeline.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import cv2
 import numpy as np
 import torch
 
-from datamodules.dense.targets.readers import check_size, read_png, valid_mask
-from datamodules.dense.targets.spec import Attempt, TargetSpec, raise_problems
+from datamodules.dense.maps import VALUES
+from datamodules.dense.readers import check_size, read_png, valid_mask
+from datamodules.dense.target_spec import Attempt, TargetSpec, raise_problems
 
 
 def paths(split_dir: Path, name: str) -> tuple[dict[str, Path], dict[str, Path]]:
@@ -39,4 +40,4 @@ def to_item(sample: dict, canonical_focal: float) -> dict:
     return {"shading": torch.from_numpy(shading[None]), "mask": torch.from_numpy(sample["mask"].astype(bool))}
 
 
-SHADING = TargetSpec("shading", paths, load, to_item, pipeline="generic", maps={"shading": "linear"})
+TARGETS = TargetSpec("shading", paths, load, to_item, pipeline="generic", maps={"shading": VALUES})

@@ -2,8 +2,8 @@
 renderer's ``albedo/`` and upstream's ``albedo/`` folders hold it) and an optional ``{split}/masks/NAME.png`` of valid
 pixels (absent: every pixel is valid).
 
-Dataset item: ``albedo`` float32 (3, H, W) in [0, 1] + ``mask`` bool (H, W). ``albedo`` is a map kind of its own,
-warped linearly (``maps``) and only mirrored by a flip. Trained with the camera pipeline as upstream's albedo recipe
+Dataset item: ``albedo`` float32 (3, H, W) in [0, 1] + ``mask`` bool (H, W). ``albedo`` is warped linearly
+(``maps``) and only mirrored by a flip; a training sample whose albedo is one flat colour is left out. Trained with the camera pipeline as upstream's albedo recipe
 runs it (``dense/configs/albedo/**``): scale, crop, flip and letterbox as for normals, then Gaussian noise with
 chance 0.2; no colour distortion (a hue change would make the image's colours disagree with the albedo's), no
 down/up-sampling, blur or solarize.
@@ -17,8 +17,10 @@ import cv2
 import numpy as np
 import torch
 
-from datamodules.dense.targets.readers import check_size, chw, read_png, valid_mask
-from datamodules.dense.targets.spec import Attempt, TargetSpec, raise_problems
+from datamodules.dense.filters import valid_pixels
+from datamodules.dense.maps import VALUES
+from datamodules.dense.readers import check_size, chw, read_png, valid_mask
+from datamodules.dense.target_spec import Attempt, TargetSpec, raise_problems
 from datamodules.errors import DataError
 
 
@@ -47,6 +49,19 @@ def to_item(sample: dict, canonical_focal: float) -> dict:
             "mask": torch.from_numpy(sample["mask"].astype(bool))}
 
 
-ALBEDO = TargetSpec("albedo", paths, load, to_item, pipeline="camera", maps={"albedo": "linear"},
-                    augment=dict(photometric_prob=0.0, downup_prob=0.0, blur_prob=0.0, noise_prob=0.2,
-                                 solarize_prob=0.0))
+def flat_colour(item: dict, min_albedo_std: float) -> str | None:
+    """Why a sample whose valid pixels' albedo varies less than ``min_albedo_std`` in every channel is left out
+    (upstream's albedo dataset skips them)."""
+    mask = valid_pixels(item)
+    if mask is None:
+        return None
+    spread = float(np.asarray(item["albedo"])[:, mask].std(axis=1).max())
+    if spread < min_albedo_std:
+        return f"albedo std {spread:.3g} < min_albedo_std {min_albedo_std}"
+    return None
+
+
+TARGETS = TargetSpec("albedo", paths, load, to_item, pipeline="camera", maps={"albedo": VALUES},
+                     augment=dict(photometric_prob=0.0, downup_prob=0.0, blur_prob=0.0, noise_prob=0.2,
+                                  solarize_prob=0.0),
+                     checks={"min_albedo_std": flat_colour})

@@ -13,7 +13,7 @@ from datamodules.boundary.arrays import read_npy as read_array
 from datamodules.boundary.files import StoredFile
 from datamodules.boundary.files import read_text as read_text_file
 from datamodules.boundary.images import decode, read_bytes
-from datamodules.dense.targets.spec import Attempt
+from datamodules.dense.target_spec import Attempt
 from datamodules.errors import DataError
 
 

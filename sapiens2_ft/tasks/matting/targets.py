@@ -13,8 +13,9 @@ import cv2
 import numpy as np
 import torch
 
-from datamodules.dense.targets.readers import check_size, chw, read_png
-from datamodules.dense.targets.spec import Attempt, TargetSpec, raise_problems
+from datamodules.dense.maps import COLOURS, VALUES
+from datamodules.dense.readers import check_size, chw, read_png
+from datamodules.dense.target_spec import Attempt, TargetSpec, raise_problems
 
 
 def paths(split_dir: Path, name: str) -> tuple[dict[str, Path], dict[str, Path]]:
@@ -54,4 +55,5 @@ def to_item(sample: dict, canonical_focal: float) -> dict:
 
 # No blur: it mixes the background into the pixels whose foreground colour is the target, breaking
 # image = alpha x foreground + (1 - alpha) x background (the composition term's premise; colour changes keep it).
-MATTING = TargetSpec("matting", paths, load, to_item, pipeline="generic", augment={"blur_prob": 0.0})
+TARGETS = TargetSpec("matting", paths, load, to_item, pipeline="generic",
+                     maps={"alpha": VALUES, "foreground": COLOURS}, augment={"blur_prob": 0.0})
