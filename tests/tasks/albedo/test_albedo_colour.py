@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import sapiens2_ft
-from datamodules.dense_datamodule import DenseDataModule
+from sapiens2_ft.tasks.dense_data import DenseTaskData
 from sapiens2_ft.predict.cli import main as predict
 from sapiens2_ft.tasks.albedo.metric import AlbedoMetrics
 from sapiens2_ft.tasks.albedo.module import AlbedoModule
@@ -45,8 +45,8 @@ def constant(colour, like: torch.Tensor) -> torch.Tensor:
 
 def test_a_red_albedo_is_red_in_the_batches_and_scores_red_as_right(red_root):
     # one flat colour is what data.filter.min_albedo_std leaves out (a renderer's failure); here it is the point
-    data = DenseDataModule("albedo", root=str(red_root), input_size=SIZE, batch_size=2, num_workers=0,
-                           filter={"min_albedo_std": 0.0})
+    data = DenseTaskData("albedo", root=str(red_root), input_size=SIZE, batch_size=2, num_workers=0,
+                         filter={"min_albedo_std": 0.0})
     torch.manual_seed(0)
     data.setup("fit")
     module = AlbedoModule(size="tiny", input_size=SIZE)
