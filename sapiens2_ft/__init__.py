@@ -6,17 +6,21 @@ The Python API (docs/python_api.md), imported on first use so that ``import sapi
 - ``sapiens2_ft.load(model_dir)``: a ``Predictor`` whose ``.predict(images)`` runs the model as
   ``python -m sapiens2_ft.predict`` does;
 - ``sapiens2_ft.export(checkpoint, out)``: a checkpoint as a Hugging Face model directory, as
-  ``python -m sapiens2_ft.export`` (the module of that name is callable for this).
+  ``python -m sapiens2_ft.export`` (the module of that name is callable for this);
+- ``sapiens2_ft.Sapiens2FTError`` and its kinds ``BadInput``, ``BadConfig``, ``NotFound``, ``Refused``: what the
+  library and the API raise (``datamodules/errors.py``).
 """
 
 from typing import TYPE_CHECKING
 
 import datamodules.boundary  # noqa: F401  (sets OpenCV's pixel limit before any module loads OpenCV)
+from datamodules.errors import BadConfig, BadInput, NotFound, Refused, Sapiens2FTError
 
 if TYPE_CHECKING:
     from sapiens2_ft.api import Predictor, load, train
 
-__all__ = ["train", "load", "export", "Predictor"]
+__all__ = ["train", "load", "export", "Predictor", "Sapiens2FTError", "BadInput", "BadConfig", "NotFound",
+           "Refused"]
 
 
 def __getattr__(name: str):

@@ -13,29 +13,18 @@ from __future__ import annotations
 import json
 import tempfile
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence, Union
 
 import numpy as np
 
+from datamodules.errors import BadInput, Sapiens2FTError
+from sapiens2_ft.problems import raise_problems
+
 ImagesLike = Union[str, Path, np.ndarray, Sequence[Union[str, Path, np.ndarray]]]
 
 
-class CommandError(RuntimeError):
-    """A command the API ran refused its arguments or inputs (the message is the command's)."""
-
-
-@contextmanager
-def command_errors(command: str) -> Iterator[None]:
-    """The commands end with SystemExit on bad input; in Python that becomes a CommandError."""
-    try:
-        yield
-    except SystemExit as err:
-        if err.code in (0, None):
-            raise
-        message = err.code if isinstance(err.code, str) else f"exit status {err.code} (the error is printed above)"
-        raise CommandError(f"{command}: {message}") from None
+CommandError = Sapiens2FTError  # its name in earlier releases: every error the API raises is a Sapiens2FTError
 
 
 def override_args(overrides: dict) -> list[str]:
@@ -60,30 +49,26 @@ def train(config: str | Path | Sequence[str | Path], **overrides) -> dict:
     Returns:
         The run summary (``<run_dir>/summary.json``): ``run_dir``, ``metrics``, ``best_checkpoint``, ``export``
         (the exported model directory, for ``load``), ...
-    Several devices: Lightning's launcher starts the other ranks by re-running the command, which a notebook
-    cannot do; train on several GPUs with ``sapiens2-ft train`` (or ``python train.py``).
+    A bad config or argument raises a ``Sapiens2FTError`` (``BadConfig``, ``NotFound``, ...) with the command's
+    message. Several devices: Lightning's launcher starts the other ranks by re-running the command, which a
+    notebook cannot do; train on several GPUs with ``sapiens2-ft train`` (or ``python train.py``).
     """
     configs = [config] if isinstance(config, (str, Path)) else list(config)
     args = [arg for c in configs for arg in ("--config", str(c))] + override_args(overrides)
-    from sapiens2_ft.training.cli import main
+    from sapiens2_ft.training.cli import train as run
 
-    with command_errors("train"):
-        return main(args)
+    return run(args, parser_exits=False)
 
 
 def export(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None, private: bool = False,
            overwrite: bool = False) -> Path:
     """A training checkpoint (``.ckpt`` or FSDP2 directory) as a Hugging Face model directory ``out`` with its model
     card, as ``python -m sapiens2_ft.export`` writes it; optionally uploaded to the Hub repo ``push_to_hub``
-    (``private``: a new repository is private). A refusal of the Hub is a ``CommandError`` of one line.
+    (``private``: a new repository is private). A refusal of the Hub is a ``HubError`` (a ``Refused``) of one line.
     ``overwrite``: ``out`` may hold other files (the export's own are replaced, the others stay)."""
     from sapiens2_ft.training.hf_export import export_checkpoint
-    from sapiens2_ft.training.hub import HubError
 
-    try:
-        return export_checkpoint(checkpoint, out, push_to_hub, private, overwrite)
-    except HubError as err:
-        raise CommandError(f"export: {err}") from None
+    return export_checkpoint(checkpoint, out, push_to_hub, private, overwrite)
 
 
 def load(model: str | Path, device: str | None = None, keypoints: str | None = None,
@@ -96,13 +81,13 @@ def load(model: str | Path, device: str | None = None, keypoints: str | None = N
     import torch
 
     from sapiens2_ft.predict.loading import load_inference
+    from sapiens2_ft.predict.options import option_problems, uses_bf16
 
+    raise_problems(option_problems("", precision=precision))
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     scratch = Path(tempfile.gettempdir()) / f"sapiens2-ft-load-{uuid.uuid4().hex[:8]}"  # created for checkpoints only
-    with command_errors("load"):
-        inference, task = load_inference(str(model), scratch, keypoints, device)
-    bf16 = precision == "bf16" or (precision == "auto" and torch.device(device).type == "cuda")
-    return Predictor(inference, bf16)
+    inference, task = load_inference(str(model), scratch, keypoints, device)
+    return Predictor(inference, uses_bf16(precision, device))
 
 
 Boxes = Union[None, Sequence[np.ndarray], Callable[[list], list]]
@@ -136,14 +121,17 @@ class Predictor:
         loaded once), ``"whole_image"`` (each image is one person), one ``[x, y, w, h(, score)]`` array per image,
         or a callable mapping a list of images to such arrays (e.g. a ``PersonDetector`` of your choice).
         ``focal`` (pointmap): the camera's fx in the images' pixels; metric points by it, not the predicted focal.
+        A bad argument (a box that is not finite or has no area, an image that is not RGB uint8, ...) is a
+        ``BadInput`` naming it, checked as the command line checks its own.
         """
         import torch
 
+        self._check(boxes, batch_size, focal)
         names, arrays = read_images(images)
         takes_boxes = self.inference.takes_person_boxes
-        boxes = self._boxes(boxes, focal)
+        boxes = self._boxes(boxes)
         if boxes is not None and not callable(boxes) and not isinstance(boxes, str) and len(boxes) != len(arrays):
-            raise ValueError(f"boxes: {len(boxes)} entries for {len(arrays)} images (one array per image)")
+            raise BadInput(f"boxes: {len(boxes)} entries for {len(arrays)} images (one array per image)")
         results: list[dict] = []
         with torch.no_grad(), torch.autocast(self.inference.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             for start in range(0, len(arrays), batch_size):
@@ -158,14 +146,18 @@ class Predictor:
                                     "files": self.inference.files(maps, 0, image)})
         return results
 
-    def _boxes(self, boxes: Boxes, focal: float | None) -> Boxes:
-        """``boxes`` and ``focal`` checked against what the model takes; pose's default boxes: the detector."""
-        takes_boxes = self.inference.takes_person_boxes
-        if boxes is not None and not takes_boxes:
-            raise ValueError(f"boxes are for pose models (they take person boxes); this one is {self.task}")
-        if focal is not None and not self.inference.takes_focal:
-            raise ValueError(f"focal is for pointmap models; this one is {self.task}")
-        return self.detector() if takes_boxes and boxes is None else boxes
+    def _check(self, boxes: Boxes, batch_size: int, focal: float | None, fps: float | None = None,
+               more: Sequence[str] = ()) -> None:
+        """Every problem of the arguments at once, checked as predict checks its options (``predict.options``)."""
+        from sapiens2_ft.predict.options import model_problems, option_problems
+
+        given = ["boxes"] if boxes is not None else []
+        raise_problems([*option_problems("", batch_size, focal, fps),
+                        *model_problems("", [self.inference], focal, given, "this model"), *more])
+
+    def _boxes(self, boxes: Boxes) -> Boxes:
+        """Pose's default boxes: the detector's."""
+        return self.detector() if self.inference.takes_person_boxes and boxes is None else boxes
 
     def stream(self, frames: Iterable, fps: float = 30.0, boxes: Boxes = None, smooth=False, batch_size: int = 8,
                focal: float | None = None) -> Iterator[dict]:
@@ -184,10 +176,9 @@ class Predictor:
         from sapiens2_ft.predict.video import VideoPeople, chunks
 
         options = SmoothOptions() if smooth is True else smooth or None
-        if options is not None and options.problems():
-            raise ValueError("smooth: " + "; ".join(options.problems()))
+        self._check(boxes, batch_size, focal, fps, [f"smooth: {p}" for p in options.problems()] if options else [])
         takes_boxes = self.inference.takes_person_boxes
-        boxes = self._boxes(boxes, focal)
+        boxes = self._boxes(boxes)
         people = VideoPeople(fps, options)
         blend = MapBlend(options.map_weight if options is not None else 1.0)
         index = 0
@@ -215,9 +206,10 @@ class Predictor:
             try:
                 self._detector = PersonDetector(device=str(self.inference.device))
             except DetectorError as err:
-                raise CommandError(f"predict: {err}\nPose needs the people's boxes: boxes=PersonDetector(DIR) (a local "
-                                   f"copy of {DEFAULT_DETECTOR} or another detector), one box array per image, or "
-                                   f"boxes='whole_image' (each image is one person)") from None
+                raise err.with_message(
+                    f"predict: {err}\nPose needs the people's boxes: boxes=PersonDetector(DIR) (a local copy of "
+                    f"{DEFAULT_DETECTOR} or another detector), one box array per image, or boxes='whole_image' (each "
+                    f"image is one person)") from None
         return self._detector
 
     def __repr__(self) -> str:
@@ -225,23 +217,18 @@ class Predictor:
 
 
 def person_boxes(boxes: Boxes, images: list[np.ndarray], start: int) -> list[np.ndarray]:
-    """(N, 5) ``[x, y, w, h, score]`` per image of a chunk starting at image ``start``."""
-    from sapiens2_ft.predict.boxes import whole_image
+    """(N, 5) ``[x, y, w, h, score]`` per image of a chunk starting at image ``start``: the given arrays, or what the
+    callable gives, each row checked as a ``--boxes`` file's (``predict.boxes.box_arrays``)."""
+    from sapiens2_ft.predict.boxes import box_arrays, whole_image
 
-    if boxes == "whole_image":
-        return whole_image([], images)
     if isinstance(boxes, str):
-        raise ValueError(f"boxes: {boxes!r} is not a box source ('whole_image', arrays or a callable)")
+        if boxes != "whole_image":
+            raise BadInput(f"boxes: {boxes!r} is not a box source ('whole_image', arrays or a callable)")
+        return whole_image([], images)
     found = boxes(images) if callable(boxes) else boxes[start:start + len(images)]
-    out = []
-    for k, b in enumerate(found):
-        b = np.asarray(b, dtype=np.float64)
-        b = b.reshape(0, 5) if b.size == 0 else b.reshape(1, -1) if b.ndim == 1 else b
-        if b.ndim != 2 or b.shape[1] not in (4, 5):
-            raise ValueError(f"boxes of image {start + k}: expected [x, y, w, h] or [x, y, w, h, score] rows, "
-                             f"got shape {b.shape}")
-        out.append(b if b.shape[1] == 5 else np.concatenate([b, np.ones((len(b), 1))], axis=1))
-    return out
+    if len(found) != len(images):
+        raise BadInput(f"boxes: {len(found)} arrays for {len(images)} images (one array per image)")
+    return box_arrays(found, start)
 
 
 def read_images(images: ImagesLike) -> tuple[list, list[np.ndarray]]:
@@ -250,8 +237,7 @@ def read_images(images: ImagesLike) -> tuple[list, list[np.ndarray]]:
     from sapiens2_ft.predict.inputs import list_images
 
     if isinstance(images, (str, Path)):
-        with command_errors("predict"):
-            listed = list_images(Path(images))
+        listed = list_images(Path(images))
         return list(listed), [read_image(str(p)) for p in listed.values()]
     items = [images] if isinstance(images, np.ndarray) else list(images)
     names, arrays = [], []
@@ -261,8 +247,9 @@ def read_images(images: ImagesLike) -> tuple[list, list[np.ndarray]]:
             arrays.append(read_image(str(item)))
             continue
         array = np.asarray(item)
-        if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
-            raise ValueError(f"image {k}: expected an RGB uint8 array (H, W, 3), got {array.dtype} {array.shape}")
+        if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8 or 0 in array.shape:
+            raise BadInput(f"image {k}: expected an RGB uint8 array (H, W, 3) of at least one pixel, got "
+                           f"{array.dtype} {array.shape}")
         names.append(None)
         arrays.append(np.ascontiguousarray(array))
     return names, arrays

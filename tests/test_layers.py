@@ -19,7 +19,8 @@ LAYERS = {
     "datamodules": 1,  # data
     "sapiens2_ft.compat": 2,  # Lightning / torchmetrics internals, below everything of sapiens2_ft
     "sapiens2_ft.resources": 2,  # where the shipped configs/ and assets/ are (reads them through the boundary)
-    "sapiens2_ft.problems": 2,  # every problem of a command's arguments in one message (imports nothing of ours)
+    "sapiens2_ft.problems": 2,  # every problem of a command's arguments in one error (imports only the errors)
+    "sapiens2_ft.exits": 2,  # the console entry points' edge: an error becomes its message and exit status
     "sapiens2_ft.models": 2,
     "sapiens2_ft.tasks": 3,
     "sapiens2_ft.training": 4,

@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 import torch
 
-from datamodules.errors import DataError
+from datamodules.errors import BadInput, DataError, Sapiens2FTError
 from datamodules.boundary.files import read_json
 from datamodules.boundary.images import file_size, read_image
 from datamodules.boundary.video import open_video
@@ -26,7 +26,7 @@ from sapiens2_ft.predict.sheet import sheet
 from sapiens2_ft.predict.video import Frames, predict_video
 
 
-class DemoError(ValueError):
+class DemoError(BadInput):
     """A visitor's input the demo refuses; the message says why (shown in the page)."""
 
 
@@ -138,14 +138,14 @@ class Demo:
         """``predict``'s video of the first ``limits.max_frames`` frames (WebM where it can) and its records."""
         try:
             frames = Frames(Path(path))
-        except SystemExit as err:
+        except Sapiens2FTError as err:
             raise DemoError(str(err).replace("--input ", "")) from None
         first = FirstFrames(frames, self.limits.max_frames)
         out.mkdir(parents=True, exist_ok=True)
         with self.lock, torch.autocast(self.device_type, torch.bfloat16, enabled=self.bf16):
             try:
                 clip, records = predict_video(self.models, first, out, self.batch_size, self.source)
-            except SystemExit as err:
+            except Sapiens2FTError as err:
                 raise DemoError(str(err).replace("--input ", "")) from None
         found = read_json(records)
         if len(found["frames"]) == first.count and (first.total is None or first.total > first.count):

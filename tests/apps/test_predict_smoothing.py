@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import sapiens2_ft
+from datamodules.errors import BadInput
 from sapiens2_ft import predict
 from sapiens2_ft.predict.smoothing import (KeypointSmoother, MapBlend, OneEuroFilter, SmoothOptions,
                                            add_smooth_arguments, smooth_options)
@@ -99,7 +100,7 @@ def test_options_from_the_command_line_and_their_errors():
         (["--smooth", "--smooth_min_cutoff", "0"], True, True, "--smooth_min_cutoff: min_cutoff must be > 0"),
         (["--smooth_maps", "1.5"], True, False, r"--smooth_maps: map_weight must be in \(0, 1\]"),
     ]:
-        with pytest.raises(SystemExit, match=message):
+        with pytest.raises(BadInput, match=message):
             smooth_options(_args(*argv), video=video, pose=pose)
 
 
