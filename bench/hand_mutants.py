@@ -86,7 +86,7 @@ HAND: tuple[HandMutant, ...] = (
     # -- the sweep of last round's code ----------------------------------------------------------------------------
     HandMutant(
         "stream-chunks-share-first-boxes", "sapiens2_ft/api.py",
-        old="person_boxes(boxes, arrays, index)", new="person_boxes(boxes, arrays, 0)",
+        old="self._box_source(boxes, index)", new="self._box_source(boxes, 0)",
         why="Predictor.stream crops every chunk of frames at the first chunk's boxes",
         tests=(f"{INVARIANCE}::test_each_image_keeps_its_own_boxes_over_several_chunks",)),
     HandMutant(
@@ -96,7 +96,7 @@ HAND: tuple[HandMutant, ...] = (
         tests=(f"{SMOOTHING_TESTS}::test_d_cutoff_low_passes_the_speed_apart_from_min_cutoff",)),
     HandMutant(
         "stream-map-blend-ignored", "sapiens2_ft/api.py",
-        old="blend = MapBlend(options.map_weight if options is not None else 1.0)", new="blend = MapBlend(1.0)",
+        old="smooth_maps = map_blends([model], options)", new="smooth_maps = None",
         why="Predictor.stream(smooth=SmoothOptions(map_weight=...)) leaves the dense maps unblended",
         tests=(f"{SMOOTHING_TESTS}::test_stream_blends_dense_maps",)),
     HandMutant(
@@ -263,8 +263,8 @@ HAND: tuple[HandMutant, ...] = (
         tests=(f"{UNTRUSTED}::test_the_pushed_card_names_nothing_of_the_machine",)),
     HandMutant(
         "upload-limit-in-pixels", "sapiens2_ft/app/service.py",
-        old="    if megapixels > limits.max_megapixels:",
-        new="    if megapixels > limits.max_megapixels * 1e6:",
+        old="        check_pixels((width, height), path.name, limits.max_pixels)",
+        new="        check_pixels((width, height), path.name, limits.max_pixels * 10**6)",
         why="the app's upload limit compared in the wrong unit: a 144-megapixel bomb passes its header check",
         tests=("tests/apps/test_app.py::test_a_bomb_upload_is_refused_from_its_header_and_the_queue_goes_on",)),
     # -- issue 58: convert's budget, encoded masks and links ------------------------------------------------------

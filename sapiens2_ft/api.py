@@ -14,12 +14,15 @@ import json
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, Union
 
 import numpy as np
 
 from datamodules.errors import BadInput, Sapiens2FTError
 from sapiens2_ft.problems import raise_problems
+
+if TYPE_CHECKING:
+    from sapiens2_ft.predict.result import Result
 
 ImagesLike = Union[str, Path, np.ndarray, Sequence[Union[str, Path, np.ndarray]]]
 
@@ -90,20 +93,16 @@ def load(model: str | Path, device: str | None = None, keypoints: str | None = N
     return Predictor(inference, uses_bf16(precision, device))
 
 
-Boxes = Union[None, Sequence[np.ndarray], Callable[[list], list]]
+Boxes = Union[None, str, Sequence[np.ndarray], Callable[[list], list]]
 
 
 class Predictor:
-    """A loaded task model. ``predict(images)`` gives one result per image, as ``python -m sapiens2_ft.predict``
-    computes it (same crops, flip test, decoding and resizing):
+    """A loaded task model. ``predict(images)`` gives one ``Result`` per image (``sapiens2_ft.predict.result``),
+    whatever the task, as ``python -m sapiens2_ft.predict`` computes it (same crops, flip test, decoding and
+    resizing): ``name`` (the image's path relative to a folder given, the path given, or None for an array), ``size``,
+    ``people`` (boxes, keypoints, scores; empty for a whole-image task), ``maps`` (each output at the image's size;
+    empty for pose), ``files`` (what predict writes), ``to_json()``, ``plot()``, ``save(directory)``.
 
-    - a model that takes person boxes (pose): ``{"name", "people": [{"points": (K, 2) image px, "scores": (K,),
-      "score", "bbox": [x, y, w, h]}]}``;
-    - a whole-image model (the dense tasks): ``{"name", "maps": {output: (C, H, W) float32 at the image's size},
-      "files": {suffix: array}}``, ``files`` being what predict writes as ``NAME<suffix>`` (class ids, ``.npy``
-      normals or metric XYZ, alpha; the pictures in BGR order, as ``cv2.imwrite`` takes them).
-
-    ``name`` is the image's path relative to a folder given, the path given, or None for an array.
     Attributes: ``task``, ``labels`` (keypoint or class names), ``inference`` (the task's inference object,
     ``sapiens2_ft.tasks.inference.TaskInference``: its model, pictures, findings).
     """
@@ -114,7 +113,7 @@ class Predictor:
         self.labels = list(inference.labels)
 
     def predict(self, images: ImagesLike, boxes: Boxes = None, batch_size: int = 8,
-                focal: float | None = None) -> list[dict]:
+                focal: float | None = None) -> list[Result]:
         """Results for ``images``: a path (image or folder), an RGB uint8 array (H, W, 3), or a list of either.
 
         ``boxes`` (pose): None (the people the default person detector finds, ``models.detector.PersonDetector()``,
@@ -124,45 +123,25 @@ class Predictor:
         A bad argument (a box that is not finite or has no area, an image that is not RGB uint8, ...) is a
         ``BadInput`` naming it, checked as the command line checks its own.
         """
-        import torch
+        from sapiens2_ft.predict.run import infer_chunk
 
         self._check(boxes, batch_size, focal)
         names, arrays = read_images(images)
-        takes_boxes = self.inference.takes_person_boxes
-        boxes = self._boxes(boxes)
         if boxes is not None and not callable(boxes) and not isinstance(boxes, str) and len(boxes) != len(arrays):
             raise BadInput(f"boxes: {len(boxes)} entries for {len(arrays)} images (one array per image)")
-        results: list[dict] = []
-        with torch.no_grad(), torch.autocast(self.inference.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+        model, results = self._model(focal), []
+        with self._autocast():
             for start in range(0, len(arrays), batch_size):
-                chunk, chunk_names = arrays[start:start + batch_size], names[start:start + batch_size]
-                if takes_boxes:
-                    people = self.inference.estimate(chunk, person_boxes(boxes, chunk, start), batch_size)
-                    results += [{"name": n, "people": p} for n, p in zip(chunk_names, people)]
-                    continue
-                for name, image, maps in zip(chunk_names, chunk, self.inference.image_outputs(chunk, focal)):
-                    results.append({"name": name,
-                                    "maps": {k: v[0].float().cpu().numpy() for k, v in maps.items()},
-                                    "files": self.inference.files(maps, 0, image)})
+                chunk = arrays[start:start + batch_size]
+                results += [found[self.task] for found in infer_chunk(
+                    [model], names[start:start + batch_size], chunk, self._box_source(boxes, start), batch_size,
+                    maps=True)]
         return results
 
-    def _check(self, boxes: Boxes, batch_size: int, focal: float | None, fps: float | None = None,
-               more: Sequence[str] = ()) -> None:
-        """Every problem of the arguments at once, checked as predict checks its options (``predict.options``)."""
-        from sapiens2_ft.predict.options import model_problems, option_problems
-
-        given = ["boxes"] if boxes is not None else []
-        raise_problems([*option_problems("", batch_size, focal, fps),
-                        *model_problems("", [self.inference], focal, given, "this model"), *more])
-
-    def _boxes(self, boxes: Boxes) -> Boxes:
-        """Pose's default boxes: the detector's."""
-        return self.detector() if self.inference.takes_person_boxes and boxes is None else boxes
-
     def stream(self, frames: Iterable, fps: float = 30.0, boxes: Boxes = None, smooth=False, batch_size: int = 8,
-               focal: float | None = None) -> Iterator[dict]:
+               focal: float | None = None) -> Iterator[Result]:
         """Results for the frames of a video, in order, as they come (``batch_size`` frames at a time): ``predict``'s
-        result of each frame plus ``frame`` (its index) and ``time`` (index / ``fps``); pose people also get a
+        result of each frame with ``frame`` (its index) and ``time`` (index / ``fps``); pose people also get a
         ``track_id`` (``predict``'s IoU tracker over their boxes). ``frames``: an iterable of RGB uint8 arrays or
         image paths. ``boxes`` (pose): as ``predict``'s (None: the default person detector), one array per frame.
 
@@ -170,33 +149,58 @@ class Predictor:
         One-Euro-filtered and, with its ``map_weight`` below 1, dense maps blended over the frames, as
         ``predict --smooth`` / ``--smooth_maps`` do for a video file; False: each frame on its own.
         """
-        import torch
-
-        from sapiens2_ft.predict.smoothing import MapBlend, SmoothOptions
-        from sapiens2_ft.predict.video import VideoPeople, chunks
+        from sapiens2_ft.predict.run import infer_chunk
+        from sapiens2_ft.predict.smoothing import SmoothOptions
+        from sapiens2_ft.predict.video import VideoPeople, chunks, map_blends
 
         options = SmoothOptions() if smooth is True else smooth or None
         self._check(boxes, batch_size, focal, fps, [f"smooth: {p}" for p in options.problems()] if options else [])
-        takes_boxes = self.inference.takes_person_boxes
-        boxes = self._boxes(boxes)
-        people = VideoPeople(fps, options)
-        blend = MapBlend(options.map_weight if options is not None else 1.0)
-        index = 0
+        model, people, index = self._model(focal), VideoPeople(fps, options), 0
+        smooth_maps = map_blends([model], options)
         for chunk in chunks(frames, batch_size):
             names, arrays = read_images(chunk)
-            with torch.no_grad(), torch.autocast(self.inference.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-                if takes_boxes:
-                    found = self.inference.estimate(arrays, person_boxes(boxes, arrays, index), batch_size)
-                    results = [{"people": people(p)} for p in found]
-                else:
-                    results = []
-                    for image, maps in zip(arrays, self.inference.image_outputs(arrays, focal)):
-                        maps = blend(maps)
-                        results.append({"maps": {k: v[0].float().cpu().numpy() for k, v in maps.items()},
-                                        "files": self.inference.files(maps, 0, image)})
-            for name, result in zip(names, results):
-                yield {"frame": index, "time": index / fps, "name": name, **result}
+            with self._autocast():
+                found = infer_chunk([model], names, arrays, self._box_source(boxes, index), batch_size,
+                                    smooth_maps=smooth_maps, maps=True)
+            for result in (f[self.task] for f in found):
+                people(list(result.people))  # track ids and smoothed keypoints, in place
+                result.frame, result.time = index, index / fps
+                yield result
                 index += 1
+
+    def _check(self, boxes: Boxes, batch_size: int, focal: float | None, fps: float | None = None,
+               more: Sequence[str] = ()) -> None:
+        """Every problem of the arguments at once, checked as predict checks its options (``predict.run``)."""
+        from sapiens2_ft.predict.options import model_problems, option_problems
+
+        given = ["boxes"] if boxes is not None else []
+        raise_problems([*option_problems("", batch_size, focal, fps),
+                        *model_problems("", [self.inference], focal, given, "this model"), *more])
+
+    def _model(self, focal: float | None):
+        from sapiens2_ft.predict.run import Model
+
+        return Model(self.inference, self.task, focal=focal)
+
+    def _autocast(self):
+        import torch
+
+        return torch.autocast(self.inference.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+
+    def _box_source(self, boxes: Boxes, start: int):
+        """predict's ``BoxSource`` of ``boxes`` for the chunk of images from ``start``; None for a model that takes
+        no boxes."""
+        from sapiens2_ft.predict.boxes import DetectorBoxes, whole_image
+
+        if not self.inference.takes_person_boxes:
+            return None
+        if boxes is None:
+            return DetectorBoxes(self.detector())
+        if isinstance(boxes, str):
+            if boxes != "whole_image":
+                raise BadInput(f"boxes: {boxes!r} is not a box source ('whole_image', arrays or a callable)")
+            return whole_image
+        return lambda keys, images: person_boxes(boxes, images, start)
 
     def detector(self):
         """The default person detector on this model's device, loaded at the first use."""
@@ -219,12 +223,8 @@ class Predictor:
 def person_boxes(boxes: Boxes, images: list[np.ndarray], start: int) -> list[np.ndarray]:
     """(N, 5) ``[x, y, w, h, score]`` per image of a chunk starting at image ``start``: the given arrays, or what the
     callable gives, each row checked as a ``--boxes`` file's (``predict.boxes.box_arrays``)."""
-    from sapiens2_ft.predict.boxes import box_arrays, whole_image
+    from sapiens2_ft.predict.boxes import box_arrays
 
-    if isinstance(boxes, str):
-        if boxes != "whole_image":
-            raise BadInput(f"boxes: {boxes!r} is not a box source ('whole_image', arrays or a callable)")
-        return whole_image([], images)
     found = boxes(images) if callable(boxes) else boxes[start:start + len(images)]
     if len(found) != len(images):
         raise BadInput(f"boxes: {len(found)} arrays for {len(images)} images (one array per image)")

@@ -189,7 +189,7 @@ import sapiens2_ft
 image = np.zeros((64, 48, 3), np.uint8)
 pose = sapiens2_ft.load({str(tiny_pose308_dir)!r}, device="cpu").predict([image], boxes="whole_image")
 seg = sapiens2_ft.load({str(tmp_path / "seg")!r}, device="cpu").predict([image])
-assert pose[0]["people"][0]["points"].shape == (308, 2) and seg[0]["files"][".png"].shape == (64, 48)
+assert pose[0].people.keypoints.shape == (1, 308, 2) and seg[0].files[".png"].shape == (64, 48)
 print(sorted({{name.split(".")[0] for name in sys.modules}} & {set(TRAINING_STACK)!r}))
 """
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)

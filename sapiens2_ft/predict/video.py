@@ -164,7 +164,6 @@ def predict_video(models: list[Model], frames: Frames, out: Path, batch_size: in
     """Writes ``OUT/NAME.mp4`` (one sheet per frame) and ``OUT/NAME.json``; returns their paths."""
     name = frames.path.stem if not frames.folder else frames.path.name
     video_file, json_file = out / f"{name}.mp4", out / f"{name}.json"
-    inferences = {m.task: m.inference for m in models}
     trackers = {m.task: VideoPeople(frames.fps, smooth) for m in models if m.inference.takes_person_boxes}
     smooth_maps = map_blends(models, smooth)
     records, index = [], 0
@@ -174,13 +173,12 @@ def predict_video(models: list[Model], frames: Frames, out: Path, batch_size: in
         try:
             for chunk in background(chunks(frames, batch_size)):  # the next frames decode while these run
                 keys = [f"frame{index + k:06d}" for k in range(len(chunk))]
-                results, masks = infer_chunk(models, keys, chunk, source, batch_size, mask_model, smooth_maps)
-                for k, (frame, result) in enumerate(zip(chunk, results)):
+                results = infer_chunk(models, keys, chunk, source, batch_size, mask_model, smooth_maps)
+                for frame, result in zip(chunk, results):
                     record = {"frame": index, "time": round(index / frames.fps, 4)}
                     for task, people in trackers.items():
-                        record["people"] = [person_record(p) for p in people(result[task])]
-                    people = masks[k].numpy() if masks is not None else None
-                    picture = sheet(frame, result, inferences, people, legend=False)[..., ::-1]
+                        record["people"] = [person_record(p) for p in people(result[task].output)]
+                    picture = sheet(frame, result, legend=False)[..., ::-1]
                     if writer is None:
                         writer = cv2.VideoWriter(str(temporary), cv2.VideoWriter_fourcc(*"mp4v"), frames.fps,
                                                  (picture.shape[1], picture.shape[0]))

@@ -49,20 +49,20 @@ def test_train_load_predict_pose_as_the_command_does(api_pose_run, tiny_coco, tm
     images = tiny_coco / "val2017"
     boxes = [[a["bbox"] for a in coco["annotations"] if a["image_id"] == im["id"]] for im in coco["images"]]
     results = predictor.predict(images, boxes=boxes)
-    assert [r["name"] for r in results] == [im["file_name"] for im in coco["images"]]
-    assert [len(r["people"]) for r in results] == [len(b) for b in boxes]
+    assert [r.name for r in results] == [im["file_name"] for im in coco["images"]]
+    assert [len(r.people) for r in results] == [len(b) for b in boxes]
     predict_cli.main(["--model", summary["export"], "--input", str(images), "--out", str(tmp_path),
                       "--boxes", str(ann_file)])
     written = json.loads((tmp_path / "keypoints.json").read_text())
     ours = np.array([np.concatenate([p["points"], p["scores"][:, None]], 1).reshape(-1)
-                     for r in results for p in r["people"]])
+                     for r in results for p in r.people])
     theirs = np.array([w["keypoints"] for w in written])
     np.testing.assert_allclose(ours, theirs, atol=0.006)  # points written to 0.01 px
     assert (ours[:, 2::3] == theirs[:, 2::3]).all()  # scores: the same numbers (tests/apps/test_keypoint_scores.py)
     arrays = [cv2.cvtColor(cv2.imread(str(images / im["file_name"])), cv2.COLOR_BGR2RGB) for im in coco["images"]]
     again = predictor.predict(arrays, boxes=boxes)
-    assert again[0]["name"] is None
-    np.testing.assert_allclose(again[1]["people"][0]["points"], results[1]["people"][0]["points"])
+    assert again[0].name is None
+    np.testing.assert_allclose(again[1].people[0]["points"], results[1].people[0]["points"])
 
 
 @pytest.mark.slow  # two training runs
@@ -89,11 +89,11 @@ def test_load_a_checkpoint_and_predict_a_dense_task(seg_checkpoint, dense_root, 
     image = next((dense_root / "val" / "images").iterdir())
     [result] = predictor.predict([image])
     height, width = cv2.imread(str(image)).shape[:2]
-    assert result["maps"]["logits"].shape == (29, height, width)
-    np.testing.assert_array_equal(result["files"][".png"], result["maps"]["logits"].argmax(0))
+    assert result.maps["logits"].shape == (29, height, width)
+    np.testing.assert_array_equal(result.files[".png"], result.maps["logits"].argmax(0))
     predict_cli.main(["--model", str(seg_checkpoint), "--input", str(image), "--out", str(tmp_path)])
     written = cv2.imread(str(tmp_path / f"{image.stem}.png"), cv2.IMREAD_UNCHANGED)
-    np.testing.assert_array_equal(written, result["files"][".png"])
+    np.testing.assert_array_equal(written, result.files[".png"])
     with pytest.raises(ValueError, match="boxes are for pose models"):
         predictor.predict([image], boxes=[[[0, 0, 10, 10]]])
     with pytest.raises(ValueError, match=r"image 0: expected an RGB uint8 array"):

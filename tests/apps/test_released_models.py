@@ -54,7 +54,7 @@ def test_another_set_is_the_rows_of_the_same_names(hub, tiny_coco, tmp_path):
     image = read_image(str(next((tiny_coco / "val2017").iterdir())))
     result = predictor.predict([image], boxes="whole_image")[0]
     assert predictor.labels == list(load_metainfo("coco17").keypoint_names)
-    assert result["people"][0]["points"].shape == (17, 2)
+    assert result.people[0]["points"].shape == (17, 2)
 
 
 def test_a_set_with_names_the_model_lacks_is_refused_by_name(hub, tmp_path):
