@@ -26,11 +26,18 @@ def defined_options() -> dict[str, tuple[list[str], str]]:
     options = {}
     for path in sorted((ROOT / "sapiens2_ft").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument"):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+                flags, keywords = node.args, {k.arg: k.value for k in node.keywords}
+            elif isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[0], ast.Tuple) \
+                    and isinstance(node.elts[1], ast.Dict):  # an OPTIONS entry: (flags, add_argument's keywords)
+                flags = node.elts[0].elts
+                keywords = {k.value: v for k, v in zip(node.elts[1].keys, node.elts[1].values)
+                            if isinstance(k, ast.Constant)}
+            else:
                 continue
-            names = [a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")]
-            yes_no = any(k.arg == "action" and ast.unparse(k.value).endswith("BooleanOptionalAction")
-                         for k in node.keywords)
+            names = [a.value for a in flags if isinstance(a, ast.Constant) and str(a.value).startswith("--")
+                     and "." not in a.value]  # --data.KEY: the recipes' keys, shown in a short --help
+            yes_no = "action" in keywords and ast.unparse(keywords["action"]).endswith("BooleanOptionalAction")
             for name in names:
                 spellings = [name, f"--no-{name[2:]}"] if yes_no else [name]
                 options[name] = (spellings, str(path.relative_to(ROOT)))
