@@ -48,6 +48,7 @@ RESUMED_START = ("tests/training/test_validate_first.py::"
                  "test_a_resumed_run_keeps_its_start_and_does_not_validate_it_again")
 BOUNDARY, UNTRUSTED = "tests/data/test_boundary.py", "tests/apps/test_untrusted_inputs.py"
 BUDGET, CONVERT_LINKS = "tests/apps/test_convert_budget.py", "tests/apps/test_convert_boundary.py"
+API, RESULT = "tests/apps/test_api.py", "tests/apps/test_result.py"
 
 HAND: tuple[HandMutant, ...] = (
     # -- the five of issue 59 ------------------------------------------------------------------------------------
@@ -86,7 +87,7 @@ HAND: tuple[HandMutant, ...] = (
     # -- the sweep of last round's code ----------------------------------------------------------------------------
     HandMutant(
         "stream-chunks-share-first-boxes", "sapiens2_ft/api.py",
-        old="person_boxes(boxes, arrays, index)", new="person_boxes(boxes, arrays, 0)",
+        old="self._box_source(boxes, index)", new="self._box_source(boxes, 0)",
         why="Predictor.stream crops every chunk of frames at the first chunk's boxes",
         tests=(f"{INVARIANCE}::test_each_image_keeps_its_own_boxes_over_several_chunks",)),
     HandMutant(
@@ -96,7 +97,7 @@ HAND: tuple[HandMutant, ...] = (
         tests=(f"{SMOOTHING_TESTS}::test_d_cutoff_low_passes_the_speed_apart_from_min_cutoff",)),
     HandMutant(
         "stream-map-blend-ignored", "sapiens2_ft/api.py",
-        old="blend = MapBlend(options.map_weight if options is not None else 1.0)", new="blend = MapBlend(1.0)",
+        old="smooth_maps = map_blends([model], options)", new="smooth_maps = None",
         why="Predictor.stream(smooth=SmoothOptions(map_weight=...)) leaves the dense maps unblended",
         tests=(f"{SMOOTHING_TESTS}::test_stream_blends_dense_maps",)),
     HandMutant(
@@ -263,8 +264,8 @@ HAND: tuple[HandMutant, ...] = (
         tests=(f"{UNTRUSTED}::test_the_pushed_card_names_nothing_of_the_machine",)),
     HandMutant(
         "upload-limit-in-pixels", "sapiens2_ft/app/service.py",
-        old="    if megapixels > limits.max_megapixels:",
-        new="    if megapixels > limits.max_megapixels * 1e6:",
+        old="        check_pixels((width, height), path.name, limits.max_pixels)",
+        new="        check_pixels((width, height), path.name, limits.max_pixels * 10**6)",
         why="the app's upload limit compared in the wrong unit: a 144-megapixel bomb passes its header check",
         tests=("tests/apps/test_app.py::test_a_bomb_upload_is_refused_from_its_header_and_the_queue_goes_on",)),
     # -- issue 58: convert's budget, encoded masks and links ------------------------------------------------------
@@ -377,4 +378,50 @@ HAND: tuple[HandMutant, ...] = (
         new="",
         why="check_data --show prints the data check's report twice",
         tests=("tests/data/test_data_check.py::test_check_data_prints_its_report_once",)),
+    # -- issue 61: errors at the edge, one Result type ----------------------------------------------------------
+    HandMutant(
+        "api-boxes-unchecked", "sapiens2_ft/predict/boxes.py",
+        old="            problem = box_problem(row[:4].tolist(), float(row[4]) if len(row) == 5 else 1.0)\n",
+        new="            problem = None\n",
+        why="the API's box arrays skip the boxes file's rule: NaN and zero-size boxes give NaN keypoints, no error",
+        tests=(f"{API}::test_a_bad_box_is_an_error_naming_it_as_a_boxes_file_s_would_be",)),
+    HandMutant(
+        "zero-size-box-passes", "sapiens2_ft/predict/boxes.py",
+        old="    if bbox[2] <= 0 or bbox[3] <= 0 or max(abs(v) for v in bbox) > MAX_COORDINATE:",
+        new="    if bbox[2] < 0 or bbox[3] < 0 or max(abs(v) for v in bbox) > MAX_COORDINATE:",
+        why="a box of zero width or height is cropped (a divide by zero, NaN keypoints) in the API and predict",
+        tests=(f"{API}::test_a_bad_box_is_an_error_naming_it_as_a_boxes_file_s_would_be",
+               "tests/apps/test_bad_arguments.py::test_bad_boxes_are_named_before_anything_runs")),
+    HandMutant(
+        "exit-status-lost", "sapiens2_ft/exits.py",
+        old="    return SystemExit(str(err) if err.exit_code == 1 else err.exit_code)",
+        new="    return SystemExit(str(err))",
+        why="a preempted run exits with status 1: the scheduler does not rerun it (preemption.exit_code lost)",
+        tests=("tests/test_exits.py::test_an_error_becomes_its_message_and_exit_status",)),
+    HandMutant(
+        "stream-people-untracked", "sapiens2_ft/api.py",
+        old="                people(list(result.people))  # track ids and smoothed keypoints, in place\n",
+        new="",
+        why="Predictor.stream's people get no track ids and smooth=True filters nothing",
+        tests=(f"{RESULT}::test_a_streamed_result_carries_its_frame_and_its_people_s_track_ids",
+               f"{SMOOTHING_TESTS}::test_a_track_is_smoothed_by_its_id_whatever_its_place_in_the_list")),
+    HandMutant(
+        "result-saves-another-image-id", "sapiens2_ft/predict/result.py",
+        old="        writer.add(key, 1, self.image, self.output)",
+        new="        writer.add(key, 0, self.image, self.output)",
+        why="Result.save's keypoints.json and images.json are not predict's (image id 0, not 1)",
+        tests=(f"{RESULT}::test_save_writes_what_predict_writes_for_pose",)),
+    HandMutant(
+        "bf16-on-the-cpu", "sapiens2_ft/predict/options.py",
+        old='precision == "auto" and torch.device(device).type == "cuda" and backend == "torch"',
+        new='precision == "auto" and backend == "torch"',
+        why="precision auto runs bf16 autocast on the CPU too (slower there, and other numbers than fp32)",
+        tests=(f"{API}::test_bf16_autocast_is_one_rule_for_predict_the_api_and_the_app",)),
+    HandMutant(
+        "api-maps-dropped", "sapiens2_ft/api.py",
+        old="                    maps=True)]",
+        new="                    maps=False)]",
+        why="Predictor.predict's dense results come without their maps",
+        tests=(f"{RESULT}::test_a_dense_result_has_maps_at_the_image_s_size_and_saves_predict_s_files",
+               f"{API}::test_load_a_checkpoint_and_predict_a_dense_task")),
 )

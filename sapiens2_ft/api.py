@@ -13,29 +13,21 @@ from __future__ import annotations
 import json
 import tempfile
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, Union
 
 import numpy as np
+
+from datamodules.errors import BadInput, Sapiens2FTError
+from sapiens2_ft.problems import raise_problems
+
+if TYPE_CHECKING:
+    from sapiens2_ft.predict.result import Result
 
 ImagesLike = Union[str, Path, np.ndarray, Sequence[Union[str, Path, np.ndarray]]]
 
 
-class CommandError(RuntimeError):
-    """A command the API ran refused its arguments or inputs (the message is the command's)."""
-
-
-@contextmanager
-def command_errors(command: str) -> Iterator[None]:
-    """The commands end with SystemExit on bad input; in Python that becomes a CommandError."""
-    try:
-        yield
-    except SystemExit as err:
-        if err.code in (0, None):
-            raise
-        message = err.code if isinstance(err.code, str) else f"exit status {err.code} (the error is printed above)"
-        raise CommandError(f"{command}: {message}") from None
+CommandError = Sapiens2FTError  # its name in earlier releases: every error the API raises is a Sapiens2FTError
 
 
 def override_args(overrides: dict) -> list[str]:
@@ -60,30 +52,26 @@ def train(config: str | Path | Sequence[str | Path], **overrides) -> dict:
     Returns:
         The run summary (``<run_dir>/summary.json``): ``run_dir``, ``metrics``, ``best_checkpoint``, ``export``
         (the exported model directory, for ``load``), ...
-    Several devices: Lightning's launcher starts the other ranks by re-running the command, which a notebook
-    cannot do; train on several GPUs with ``sapiens2-ft train`` (or ``python train.py``).
+    A bad config or argument raises a ``Sapiens2FTError`` (``BadConfig``, ``NotFound``, ...) with the command's
+    message. Several devices: Lightning's launcher starts the other ranks by re-running the command, which a
+    notebook cannot do; train on several GPUs with ``sapiens2-ft train`` (or ``python train.py``).
     """
     configs = [config] if isinstance(config, (str, Path)) else list(config)
     args = [arg for c in configs for arg in ("--config", str(c))] + override_args(overrides)
-    from sapiens2_ft.training.cli import main
+    from sapiens2_ft.training.cli import train as run
 
-    with command_errors("train"):
-        return main(args)
+    return run(args, parser_exits=False)
 
 
 def export(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None, private: bool = False,
            overwrite: bool = False) -> Path:
     """A training checkpoint (``.ckpt`` or FSDP2 directory) as a Hugging Face model directory ``out`` with its model
     card, as ``python -m sapiens2_ft.export`` writes it; optionally uploaded to the Hub repo ``push_to_hub``
-    (``private``: a new repository is private). A refusal of the Hub is a ``CommandError`` of one line.
+    (``private``: a new repository is private). A refusal of the Hub is a ``HubError`` (a ``Refused``) of one line.
     ``overwrite``: ``out`` may hold other files (the export's own are replaced, the others stay)."""
     from sapiens2_ft.training.hf_export import export_checkpoint
-    from sapiens2_ft.training.hub import HubError
 
-    try:
-        return export_checkpoint(checkpoint, out, push_to_hub, private, overwrite)
-    except HubError as err:
-        raise CommandError(f"export: {err}") from None
+    return export_checkpoint(checkpoint, out, push_to_hub, private, overwrite)
 
 
 def load(model: str | Path, device: str | None = None, keypoints: str | None = None,
@@ -96,29 +84,25 @@ def load(model: str | Path, device: str | None = None, keypoints: str | None = N
     import torch
 
     from sapiens2_ft.predict.loading import load_inference
+    from sapiens2_ft.predict.options import option_problems, uses_bf16
 
+    raise_problems(option_problems("", precision=precision))
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     scratch = Path(tempfile.gettempdir()) / f"sapiens2-ft-load-{uuid.uuid4().hex[:8]}"  # created for checkpoints only
-    with command_errors("load"):
-        inference, task = load_inference(str(model), scratch, keypoints, device)
-    bf16 = precision == "bf16" or (precision == "auto" and torch.device(device).type == "cuda")
-    return Predictor(inference, bf16)
+    inference, task = load_inference(str(model), scratch, keypoints, device)
+    return Predictor(inference, uses_bf16(precision, device))
 
 
-Boxes = Union[None, Sequence[np.ndarray], Callable[[list], list]]
+Boxes = Union[None, str, Sequence[np.ndarray], Callable[[list], list]]
 
 
 class Predictor:
-    """A loaded task model. ``predict(images)`` gives one result per image, as ``python -m sapiens2_ft.predict``
-    computes it (same crops, flip test, decoding and resizing):
+    """A loaded task model. ``predict(images)`` gives one ``Result`` per image (``sapiens2_ft.predict.result``),
+    whatever the task, as ``python -m sapiens2_ft.predict`` computes it (same crops, flip test, decoding and
+    resizing): ``name`` (the image's path relative to a folder given, the path given, or None for an array), ``size``,
+    ``people`` (boxes, keypoints, scores; empty for a whole-image task), ``maps`` (each output at the image's size;
+    empty for pose), ``files`` (what predict writes), ``to_json()``, ``plot()``, ``save(directory)``.
 
-    - a model that takes person boxes (pose): ``{"name", "people": [{"points": (K, 2) image px, "scores": (K,),
-      "score", "bbox": [x, y, w, h]}]}``;
-    - a whole-image model (the dense tasks): ``{"name", "maps": {output: (C, H, W) float32 at the image's size},
-      "files": {suffix: array}}``, ``files`` being what predict writes as ``NAME<suffix>`` (class ids, ``.npy``
-      normals or metric XYZ, alpha; the pictures in BGR order, as ``cv2.imwrite`` takes them).
-
-    ``name`` is the image's path relative to a folder given, the path given, or None for an array.
     Attributes: ``task``, ``labels`` (keypoint or class names), ``inference`` (the task's inference object,
     ``sapiens2_ft.tasks.inference.TaskInference``: its model, pictures, findings).
     """
@@ -129,48 +113,35 @@ class Predictor:
         self.labels = list(inference.labels)
 
     def predict(self, images: ImagesLike, boxes: Boxes = None, batch_size: int = 8,
-                focal: float | None = None) -> list[dict]:
+                focal: float | None = None) -> list[Result]:
         """Results for ``images``: a path (image or folder), an RGB uint8 array (H, W, 3), or a list of either.
 
         ``boxes`` (pose): None (the people the default person detector finds, ``models.detector.PersonDetector()``,
         loaded once), ``"whole_image"`` (each image is one person), one ``[x, y, w, h(, score)]`` array per image,
         or a callable mapping a list of images to such arrays (e.g. a ``PersonDetector`` of your choice).
         ``focal`` (pointmap): the camera's fx in the images' pixels; metric points by it, not the predicted focal.
+        A bad argument (a box that is not finite or has no area, an image that is not RGB uint8, ...) is a
+        ``BadInput`` naming it, checked as the command line checks its own.
         """
-        import torch
+        from sapiens2_ft.predict.run import infer_chunk
 
+        self._check(boxes, batch_size, focal)
         names, arrays = read_images(images)
-        takes_boxes = self.inference.takes_person_boxes
-        boxes = self._boxes(boxes, focal)
         if boxes is not None and not callable(boxes) and not isinstance(boxes, str) and len(boxes) != len(arrays):
-            raise ValueError(f"boxes: {len(boxes)} entries for {len(arrays)} images (one array per image)")
-        results: list[dict] = []
-        with torch.no_grad(), torch.autocast(self.inference.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            raise BadInput(f"boxes: {len(boxes)} entries for {len(arrays)} images (one array per image)")
+        model, results = self._model(focal), []
+        with self._autocast():
             for start in range(0, len(arrays), batch_size):
-                chunk, chunk_names = arrays[start:start + batch_size], names[start:start + batch_size]
-                if takes_boxes:
-                    people = self.inference.estimate(chunk, person_boxes(boxes, chunk, start), batch_size)
-                    results += [{"name": n, "people": p} for n, p in zip(chunk_names, people)]
-                    continue
-                for name, image, maps in zip(chunk_names, chunk, self.inference.image_outputs(chunk, focal)):
-                    results.append({"name": name,
-                                    "maps": {k: v[0].float().cpu().numpy() for k, v in maps.items()},
-                                    "files": self.inference.files(maps, 0, image)})
+                chunk = arrays[start:start + batch_size]
+                results += [found[self.task] for found in infer_chunk(
+                    [model], names[start:start + batch_size], chunk, self._box_source(boxes, start), batch_size,
+                    maps=True)]
         return results
 
-    def _boxes(self, boxes: Boxes, focal: float | None) -> Boxes:
-        """``boxes`` and ``focal`` checked against what the model takes; pose's default boxes: the detector."""
-        takes_boxes = self.inference.takes_person_boxes
-        if boxes is not None and not takes_boxes:
-            raise ValueError(f"boxes are for pose models (they take person boxes); this one is {self.task}")
-        if focal is not None and not self.inference.takes_focal:
-            raise ValueError(f"focal is for pointmap models; this one is {self.task}")
-        return self.detector() if takes_boxes and boxes is None else boxes
-
     def stream(self, frames: Iterable, fps: float = 30.0, boxes: Boxes = None, smooth=False, batch_size: int = 8,
-               focal: float | None = None) -> Iterator[dict]:
+               focal: float | None = None) -> Iterator[Result]:
         """Results for the frames of a video, in order, as they come (``batch_size`` frames at a time): ``predict``'s
-        result of each frame plus ``frame`` (its index) and ``time`` (index / ``fps``); pose people also get a
+        result of each frame with ``frame`` (its index) and ``time`` (index / ``fps``); pose people also get a
         ``track_id`` (``predict``'s IoU tracker over their boxes). ``frames``: an iterable of RGB uint8 arrays or
         image paths. ``boxes`` (pose): as ``predict``'s (None: the default person detector), one array per frame.
 
@@ -178,34 +149,58 @@ class Predictor:
         One-Euro-filtered and, with its ``map_weight`` below 1, dense maps blended over the frames, as
         ``predict --smooth`` / ``--smooth_maps`` do for a video file; False: each frame on its own.
         """
-        import torch
-
-        from sapiens2_ft.predict.smoothing import MapBlend, SmoothOptions
-        from sapiens2_ft.predict.video import VideoPeople, chunks
+        from sapiens2_ft.predict.run import infer_chunk
+        from sapiens2_ft.predict.smoothing import SmoothOptions
+        from sapiens2_ft.predict.video import VideoPeople, chunks, map_blends
 
         options = SmoothOptions() if smooth is True else smooth or None
-        if options is not None and options.problems():
-            raise ValueError("smooth: " + "; ".join(options.problems()))
-        takes_boxes = self.inference.takes_person_boxes
-        boxes = self._boxes(boxes, focal)
-        people = VideoPeople(fps, options)
-        blend = MapBlend(options.map_weight if options is not None else 1.0)
-        index = 0
+        self._check(boxes, batch_size, focal, fps, [f"smooth: {p}" for p in options.problems()] if options else [])
+        model, people, index = self._model(focal), VideoPeople(fps, options), 0
+        smooth_maps = map_blends([model], options)
         for chunk in chunks(frames, batch_size):
             names, arrays = read_images(chunk)
-            with torch.no_grad(), torch.autocast(self.inference.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-                if takes_boxes:
-                    found = self.inference.estimate(arrays, person_boxes(boxes, arrays, index), batch_size)
-                    results = [{"people": people(p)} for p in found]
-                else:
-                    results = []
-                    for image, maps in zip(arrays, self.inference.image_outputs(arrays, focal)):
-                        maps = blend(maps)
-                        results.append({"maps": {k: v[0].float().cpu().numpy() for k, v in maps.items()},
-                                        "files": self.inference.files(maps, 0, image)})
-            for name, result in zip(names, results):
-                yield {"frame": index, "time": index / fps, "name": name, **result}
+            with self._autocast():
+                found = infer_chunk([model], names, arrays, self._box_source(boxes, index), batch_size,
+                                    smooth_maps=smooth_maps, maps=True)
+            for result in (f[self.task] for f in found):
+                people(list(result.people))  # track ids and smoothed keypoints, in place
+                result.frame, result.time = index, index / fps
+                yield result
                 index += 1
+
+    def _check(self, boxes: Boxes, batch_size: int, focal: float | None, fps: float | None = None,
+               more: Sequence[str] = ()) -> None:
+        """Every problem of the arguments at once, checked as predict checks its options (``predict.run``)."""
+        from sapiens2_ft.predict.options import model_problems, option_problems
+
+        given = ["boxes"] if boxes is not None else []
+        raise_problems([*option_problems("", batch_size, focal, fps),
+                        *model_problems("", [self.inference], focal, given, "this model"), *more])
+
+    def _model(self, focal: float | None):
+        from sapiens2_ft.predict.run import Model
+
+        return Model(self.inference, self.task, focal=focal)
+
+    def _autocast(self):
+        import torch
+
+        return torch.autocast(self.inference.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+
+    def _box_source(self, boxes: Boxes, start: int):
+        """predict's ``BoxSource`` of ``boxes`` for the chunk of images from ``start``; None for a model that takes
+        no boxes."""
+        from sapiens2_ft.predict.boxes import DetectorBoxes, whole_image
+
+        if not self.inference.takes_person_boxes:
+            return None
+        if boxes is None:
+            return DetectorBoxes(self.detector())
+        if isinstance(boxes, str):
+            if boxes != "whole_image":
+                raise BadInput(f"boxes: {boxes!r} is not a box source ('whole_image', arrays or a callable)")
+            return whole_image
+        return lambda keys, images: person_boxes(boxes, images, start)
 
     def detector(self):
         """The default person detector on this model's device, loaded at the first use."""
@@ -215,9 +210,10 @@ class Predictor:
             try:
                 self._detector = PersonDetector(device=str(self.inference.device))
             except DetectorError as err:
-                raise CommandError(f"predict: {err}\nPose needs the people's boxes: boxes=PersonDetector(DIR) (a local "
-                                   f"copy of {DEFAULT_DETECTOR} or another detector), one box array per image, or "
-                                   f"boxes='whole_image' (each image is one person)") from None
+                raise err.with_message(
+                    f"predict: {err}\nPose needs the people's boxes: boxes=PersonDetector(DIR) (a local copy of "
+                    f"{DEFAULT_DETECTOR} or another detector), one box array per image, or boxes='whole_image' (each "
+                    f"image is one person)") from None
         return self._detector
 
     def __repr__(self) -> str:
@@ -225,23 +221,14 @@ class Predictor:
 
 
 def person_boxes(boxes: Boxes, images: list[np.ndarray], start: int) -> list[np.ndarray]:
-    """(N, 5) ``[x, y, w, h, score]`` per image of a chunk starting at image ``start``."""
-    from sapiens2_ft.predict.boxes import whole_image
+    """(N, 5) ``[x, y, w, h, score]`` per image of a chunk starting at image ``start``: the given arrays, or what the
+    callable gives, each row checked as a ``--boxes`` file's (``predict.boxes.box_arrays``)."""
+    from sapiens2_ft.predict.boxes import box_arrays
 
-    if boxes == "whole_image":
-        return whole_image([], images)
-    if isinstance(boxes, str):
-        raise ValueError(f"boxes: {boxes!r} is not a box source ('whole_image', arrays or a callable)")
     found = boxes(images) if callable(boxes) else boxes[start:start + len(images)]
-    out = []
-    for k, b in enumerate(found):
-        b = np.asarray(b, dtype=np.float64)
-        b = b.reshape(0, 5) if b.size == 0 else b.reshape(1, -1) if b.ndim == 1 else b
-        if b.ndim != 2 or b.shape[1] not in (4, 5):
-            raise ValueError(f"boxes of image {start + k}: expected [x, y, w, h] or [x, y, w, h, score] rows, "
-                             f"got shape {b.shape}")
-        out.append(b if b.shape[1] == 5 else np.concatenate([b, np.ones((len(b), 1))], axis=1))
-    return out
+    if len(found) != len(images):
+        raise BadInput(f"boxes: {len(found)} arrays for {len(images)} images (one array per image)")
+    return box_arrays(found, start)
 
 
 def read_images(images: ImagesLike) -> tuple[list, list[np.ndarray]]:
@@ -250,8 +237,7 @@ def read_images(images: ImagesLike) -> tuple[list, list[np.ndarray]]:
     from sapiens2_ft.predict.inputs import list_images
 
     if isinstance(images, (str, Path)):
-        with command_errors("predict"):
-            listed = list_images(Path(images))
+        listed = list_images(Path(images))
         return list(listed), [read_image(str(p)) for p in listed.values()]
     items = [images] if isinstance(images, np.ndarray) else list(images)
     names, arrays = [], []
@@ -261,8 +247,9 @@ def read_images(images: ImagesLike) -> tuple[list, list[np.ndarray]]:
             arrays.append(read_image(str(item)))
             continue
         array = np.asarray(item)
-        if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
-            raise ValueError(f"image {k}: expected an RGB uint8 array (H, W, 3), got {array.dtype} {array.shape}")
+        if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8 or 0 in array.shape:
+            raise BadInput(f"image {k}: expected an RGB uint8 array (H, W, 3) of at least one pixel, got "
+                           f"{array.dtype} {array.shape}")
         names.append(None)
         arrays.append(np.ascontiguousarray(array))
     return names, arrays

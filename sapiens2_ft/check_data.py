@@ -22,8 +22,9 @@ from pathlib import Path
 
 from jsonargparse.typing import NonNegativeInt
 
-from datamodules.errors import DataError
+from datamodules.errors import BadConfig, BadInput, DataError
 from sapiens2_ft.compat import cli_value
+from sapiens2_ft.exits import console_command
 from sapiens2_ft.problems import ConfigProblems
 from sapiens2_ft.tasks.sample_sheet import SHEET_FILE, data_sheet, sheet_labels, split_batch, write_sheet
 from sapiens2_ft.training.cli import Sapiens2CLI, config_problems, resolve_config_args, short_help, task_of
@@ -52,7 +53,7 @@ class DataCheckCLI(Sapiens2CLI):
         problems = [f"--out {out}: a file; give the folder of {SHEET_FILE}"] if Path(out or ".").is_file() else []
         problems += config_problems(self.config, self.model_class)  # the config's, as train.py reports them
         if problems:
-            raise SystemExit(str(ConfigProblems(problems)))
+            raise ConfigProblems(problems)
 
     def instantiate_classes(self) -> None:
         instantiate = getattr(self.parser, "instantiate", None) or self.parser.instantiate_classes  # jsonargparse 4.49
@@ -82,17 +83,18 @@ def write_data_sheet(cli: DataCheckCLI, count: int, out: str) -> Path:
     loader = data.train_dataloader()
     items = loader_items(loader, count)
     if not items:
-        raise SystemExit(f"--show: the training loader yields no batch ({len(loader.dataset)} samples, "
-                         f"batch size {loader.batch_size}, the last partial batch dropped)")
+        raise BadConfig(f"--show: the training loader yields no batch ({len(loader.dataset)} samples, "
+                        f"batch size {loader.batch_size}, the last partial batch dropped)")
     try:
         sheet = data_sheet(cli.task.name, items, sheet_labels(data))
     except ValueError as err:
-        raise SystemExit(f"--show: {err}") from None
+        raise BadInput(f"--show: {err}") from None
     path = write_sheet(sheet, Path(out) / SHEET_FILE)
     print(f"data sheet of {len(items)} augmented training samples: {path}")
     return path
 
 
+@console_command
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     short_help(argv, "python -m sapiens2_ft.check_data", __doc__.split("\n\n")[0].replace("``", ""), OPTIONS)
@@ -101,12 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     cli = DataCheckCLI(task_of(argv), args=argv, run=False, seed_everything_default=0,
                        auto_configure_optimizers=False)
     if cli.datamodule.store is not None:
-        raise SystemExit("check_data reads dataset files: leave out data.shards (shards are written from checked data)")
+        raise BadConfig("check_data reads dataset files: leave out data.shards (shards are written from checked "
+                        "data)")
     try:
         cli.datamodule.prepare_data()  # the demo configs render their synthetic data first
         report = cli.datamodule.check(decode=True)
     except DataError as err:
-        raise SystemExit(f"check_data: {err}") from None
+        raise err.with_message(f"check_data: {err}") from None
     print(report.format())
     if report.fatal:
         print(f"{len(report.fatal)} fatal problems: fix them, or train with data.on_bad_sample: skip")

@@ -12,6 +12,9 @@ import importlib
 import sys
 from dataclasses import dataclass
 
+from datamodules.errors import NotFound
+from sapiens2_ft.exits import console_command
+
 
 @dataclass(frozen=True)
 class Command:
@@ -43,7 +46,7 @@ def usage() -> str:
 
 
 def entry_point(name: str):
-    """The ``main`` of subcommand ``name``; SystemExit naming the module when it is not installed."""
+    """The ``main`` of subcommand ``name``; NotFound naming the module when it is not installed."""
     command = COMMANDS[name]
     for module_name in command.modules:
         try:
@@ -55,10 +58,11 @@ def entry_point(name: str):
             raise
         if hasattr(module, "main"):
             return module.main
-    raise SystemExit(f"sapiens2-ft {name}: not available in this installation (no main() in "
-                     f"{' or '.join(command.modules)}); upgrade sapiens2-ft")
+    raise NotFound(f"sapiens2-ft {name}: not available in this installation (no main() in "
+                   f"{' or '.join(command.modules)}); upgrade sapiens2-ft")
 
 
+@console_command
 def main(argv: list[str] | None = None) -> int:
     """Dispatch ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -21,6 +21,7 @@ from datamodules.boundary.files import read_json
 from datamodules.boundary.folders import inside
 from datamodules.boundary.writes import write_json
 from sapiens2_ft.check_data import DataCheckCLI
+from sapiens2_ft.exits import console_command
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR, box_iou, xywh_to_xyxy
 from sapiens2_ft.predict.boxes import add_box_arguments, box_argument_problems, box_source
 from sapiens2_ft.predict.inputs import read_chunk
@@ -40,6 +41,7 @@ def recall(found: dict[int, np.ndarray], truth: dict[int, list], iou: float = 0.
     return hits, total
 
 
+@console_command
 def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(prog="python -m sapiens2_ft.detect", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None, help="the detections json (default: DATA_ROOT/val_detections.json)")
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> Path:
     problems.check(not (args.detector and args.boxes_from_seg), "give one of --detector and --boxes_from_seg")
     problems.check(takes_person_boxes(task), f"--config: detect is for the configs of a task that crops people (pose); this "
                                    f"one is task {task}")
-    problems.exit()
+    problems.raise_any()
     cli = DataCheckCLI(task, args=rest, run=False, seed_everything_default=0, auto_configure_optimizers=False)
     data = cli.datamodule
     data.prepare_data()

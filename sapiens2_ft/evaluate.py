@@ -25,8 +25,9 @@ import lightning as L
 import torch
 
 from datamodules.boundary.writes import write_image, write_json
-from datamodules.errors import RefusedInput
+from datamodules.errors import BadConfig, BadInput, NotFound, Refused, RefusedInput, restated
 from sapiens2_ft.check_data import DataCheckCLI
+from sapiens2_ft.exits import console_command
 from sapiens2_ft.models.checkpoints import CheckpointError, is_distributed_checkpoint, read_info
 from sapiens2_ft.predict.loading import model_problem, resolve_model
 from sapiens2_ft.problems import Problems
@@ -52,7 +53,7 @@ def model_input_size(model: str) -> list[int]:
         try:
             return list(read_info(model).hyper_parameters.get("input_size") or (256, 192))
         except CheckpointError as err:
-            raise SystemExit(f"--model: {err}") from None
+            raise err.with_message(f"--model: {err}") from None
     from transformers import Sapiens2Config
 
     directory = resolve_model(model)
@@ -63,18 +64,22 @@ def sets(argv: list[str], key: str) -> bool:
     return any(a == key or a.startswith(key + "=") for a in argv)
 
 
-def evaluation_module(recipe_module, model: str):
-    """The recipe's task module with ``model``'s weights: a checkpoint's own settings and all its weights
-    (``init_from``), or the recipe's settings around an exported / hub model (``pretrained``)."""
+def evaluation_arguments(recipe_module, model: str) -> tuple[dict, int | None]:
+    """The arguments of the recipe's task module with ``model``'s weights, and the checkpoint's step: a checkpoint's
+    own settings and all its weights (``init_from``), or the recipe's settings around an exported / hub model
+    (``pretrained``). A model that does not fit the recipe is an error naming ``--model``."""
     module_class = type(recipe_module)
     kwargs = {k: v for k, v in recipe_module.hparams.items() if not k.startswith("_")}  # not the CLI's own
     if is_checkpoint(model):
-        info = read_info(model)
+        try:
+            info = read_info(model)
+        except CheckpointError as err:
+            raise err.with_message(f"evaluate: {err}") from None
         if info.task != recipe_module.task:
-            raise SystemExit(f"--model: {model} is a {info.task} checkpoint; the config trains {recipe_module.task}")
+            raise BadInput(f"--model: {model} is a {info.task} checkpoint; the config trains {recipe_module.task}")
         kwargs.update({k: v for k, v in info.hyper_parameters.items() if not k.startswith("_")})
         kwargs.update(init_from=str(model), pretrained=None)
-        return module_class(**kwargs), info.global_step
+        return kwargs, info.global_step
     from transformers import Sapiens2Config
 
     directory = resolve_model(model)
@@ -82,17 +87,17 @@ def evaluation_module(recipe_module, model: str):
     architecture = (config.architectures or ["Sapiens2Model"])[0]
     task = task_of_config(config)
     if task != recipe_module.task:
-        raise SystemExit(f"--model: {model} holds a {architecture} ({task or 'no task'} model); the config trains "
-                         f"{recipe_module.task}")
+        raise BadInput(f"--model: {model} holds a {architecture} ({task or 'no task'} model); the config trains "
+                       f"{recipe_module.task}")
     label_arg = recipe_module.spec.model.label_arg  # the recipe's labels, each the model's row of the same name
     labels = (kwargs.get(label_arg) or list(recipe_module.labels)) if label_arg else None
     try:
         options = module_class.options_from_model(directory, config, labels)
     except ValueError as err:
-        raise SystemExit(f"--model: {err}. Evaluate with the model's label set (--data.keypoints / "
-                         f"--data.class_names)") from None
+        raise BadInput(f"--model: {err}. Evaluate with the model's label set (--data.keypoints / "
+                       f"--data.class_names)") from None
     kwargs.update(pretrained=str(directory), init_from=None, pretraining_head=False, **options)
-    return module_class(**kwargs), None
+    return kwargs, None
 
 
 def checked_arguments(args, rest: list[str]) -> list[str]:
@@ -103,13 +108,13 @@ def checked_arguments(args, rest: list[str]) -> list[str]:
     try:
         rest = resolve_config_args(rest)
         check_recipe_files(rest)  # a recipe naming code it may not run: refused before anything is imported
-    except SystemExit as err:
-        problems.append(str(err.code))
+    except (BadConfig, NotFound, Refused) as err:  # a recipe missing, not plain YAML, naming code
+        problems.append(str(err))
     problems.check(not (args.boxes and args.detector), "give one of --boxes and --detector")
     problems.check(not args.boxes or Path(args.boxes).is_file(), f"--boxes: '{args.boxes}' is not a file")
     problems.check(0 <= args.det_threshold <= 1, f"--det_threshold: the minimum person score is between 0 and 1, "
                                                  f"got {args.det_threshold}")
-    problems.exit()
+    problems.raise_any()
     return rest
 
 
@@ -135,6 +140,7 @@ def write_outputs(module, out: Path, summary: dict) -> None:
             write_image(out, f"panels/{name}_{i}.png", picture[..., ::-1])
 
 
+@console_command
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m sapiens2_ft.evaluate", description=__doc__.split("\n\n")[0],
                                      allow_abbrev=False)
@@ -158,21 +164,22 @@ def main(argv: list[str] | None = None) -> dict:
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
     cli = DataCheckCLI(task, args=rest, run=False, seed_everything_default=0, auto_configure_optimizers=False)
     data = cli.datamodule
+    kwargs, step = evaluation_arguments(cli.model, args.model)
     try:
-        module, step = evaluation_module(cli.model, args.model)
+        module = type(cli.model)(**kwargs)
         module.configure_model()
         data.prepare_data()
         data.setup("validate")
     except (CheckpointError, FileNotFoundError, ValueError) as err:
-        raise SystemExit(f"evaluate: {err}") from None
+        raise restated(err, f"evaluate: {err}", NotFound if isinstance(err, OSError) else BadInput) from None
     samples = len(data.val_dataloader().dataset)
     if samples == 0 and (args.boxes or args.detector):
         why = "the --boxes file lists none" if args.boxes else \
             f"the detector found none above --det_threshold {args.det_threshold}"
-        raise SystemExit(f"evaluate: no person box to crop in the validation images of {cli.config.data.get('root')} "
-                         f"({why})")
+        raise BadInput(f"evaluate: no person box to crop in the validation images of {cli.config.data.get('root')} "
+                       f"({why})")
     if samples == 0:
-        raise SystemExit(f"evaluate: the validation split of {cli.config.data.get('root')} has no samples")
+        raise BadInput(f"evaluate: the validation split of {cli.config.data.get('root')} has no samples")
     device = torch.device(args.device)
     trainer = L.Trainer(accelerator="gpu" if device.type == "cuda" else "cpu", devices=1, logger=False,
                         enable_checkpointing=False, precision=args.precision, default_root_dir=str(out))

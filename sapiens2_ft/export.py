@@ -26,15 +26,17 @@ import types
 from pathlib import Path
 
 from datamodules.errors import RefusedInput
+from sapiens2_ft.exits import console_command
 from sapiens2_ft.models.checkpoints import CheckpointError
 from sapiens2_ft.models.onnx import DTYPES
 from sapiens2_ft.problems import Problems
 from sapiens2_ft.training.export_dir import ExportFolderError
 from sapiens2_ft.training.hf_export import export_checkpoint
-from sapiens2_ft.training.hub import HubError, hub_access_problems, hub_problems, push_export
+from sapiens2_ft.training.hub import hub_access_problems, hub_problems, push_export
 from sapiens2_ft.training.onnx_export import write_onnx
 
 
+@console_command
 def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(prog="python -m sapiens2_ft.export", description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", required=True, help=".ckpt file or distributed checkpoint directory")
@@ -62,25 +64,22 @@ def main(argv: list[str] | None = None) -> Path:
     problems.check(exported or args.out is not None, "--out: give the output directory")
     if not problems:  # then the Hub is asked: the token, the namespace, the way to it
         problems += hub_access_problems(args.push_to_hub, args.private, "--push_to_hub")
-    problems.exit()
+    problems.raise_any()
     if exported:  # already exported: add the ONNX model beside it, or upload it
         out = source
     else:
         try:
             out = export_checkpoint(args.checkpoint, args.out, overwrite=args.overwrite)
         except (CheckpointError, ExportFolderError) as err:
-            raise SystemExit(f"export: {err}") from None
+            raise err.with_message(f"export: {err}") from None
         print(f"exported {args.checkpoint} -> {out}")
     if args.format == "onnx":
         try:
             write_onnx(out, args.dtype)
         except RefusedInput as err:  # a link among a handed export's files: named, nothing read or written
-            raise SystemExit(f"export: {err}") from None
+            raise err.with_message(f"export: {err}") from None
     if args.push_to_hub:
-        try:
-            url = push_export(out, args.push_to_hub, args.private)
-        except HubError as err:
-            raise SystemExit(str(err)) from None
+        url = push_export(out, args.push_to_hub, args.private)  # HubError: one line that says what to do
         print(f"uploaded {out} -> {url}")
     return out
 

@@ -36,6 +36,8 @@ import torch
 from transformers import Sapiens2Config
 from transformers.models.sapiens2.modeling_sapiens2 import Sapiens2Layer, Sapiens2RopePositionEmbedding
 
+from datamodules.errors import BadConfig, NotFound
+from sapiens2_ft.exits import console_command
 from sapiens2_ft.models import presets
 from sapiens2_ft.models.adapters import LoraOptions, adapt, add_lora, frozen_storage, store_frozen
 from sapiens2_ft.problems import Problems
@@ -226,12 +228,12 @@ def _size_of_pretrained(pretrained: str) -> str:
         config = Sapiens2Config.from_pretrained(pretrained, trust_remote_code=False)
         size = presets.size_of(config.hidden_size, config.num_hidden_layers)
         if size is None:
-            raise SystemExit(f"{pretrained}: hidden {config.hidden_size} x {config.num_hidden_layers} layers is not "
-                             f"a Sapiens2 size preset")
+            raise BadConfig(f"{pretrained}: hidden {config.hidden_size} x {config.num_hidden_layers} layers is not "
+                            f"a Sapiens2 size preset")
         return size
     match = re.search(r"(0\.1b|0\.4b|0\.8b|1b|5b)", pretrained)
     if not match:
-        raise SystemExit(f"cannot tell the model size of '{pretrained}'; set --model.size")
+        raise BadConfig(f"cannot tell the model size of '{pretrained}'; set --model.size")
     return match.group(1)
 
 
@@ -377,6 +379,7 @@ def batch_table(setup: Setup, lora_rank: int = 16) -> str:
     return "\n".join(rows)
 
 
+@console_command
 def main(argv: list[str] | None = None) -> Estimate:
     parser = argparse.ArgumentParser(
         prog="python -m sapiens2_ft.memory", description=__doc__.splitlines()[0],
@@ -403,9 +406,9 @@ def main(argv: list[str] | None = None) -> Estimate:
                    f"--activation_checkpointing: every n-th block, n >= 1 (0: none), got {args.activation_checkpointing}")
     try:
         resolve_config_args(rest)
-    except SystemExit as err:
-        problems.append(str(err.code))
-    problems.exit()
+    except NotFound as err:
+        problems.append(str(err))
+    problems.raise_any()
     setup = setup_from_config(rest, args.world_size)
     if args.activation_checkpointing is not None:
         setup.checkpoint_every = args.activation_checkpointing

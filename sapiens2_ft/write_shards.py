@@ -15,6 +15,7 @@ from pathlib import Path
 from jsonargparse.typing import PositiveFloat, PositiveInt
 
 from sapiens2_ft.compat import cli_value
+from sapiens2_ft.exits import console_command
 from sapiens2_ft.training.cli import Sapiens2CLI, resolve_config_args, short_help, task_of
 from sapiens2_ft.training.config_safety import check_class_paths
 
@@ -45,8 +46,9 @@ class ShardsCLI(Sapiens2CLI):
         self.model = cli_value(self, self.config_init, "model")
 
 
+@console_command
 def main(argv: list[str] | None = None) -> int:
-    from datamodules.errors import DataError
+    from datamodules.errors import BadConfig, DataError
     from datamodules.shards.writer import write_shards
 
     argv = sys.argv[1:] if argv is None else argv
@@ -55,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     cli = ShardsCLI(task_of(argv), args=argv, run=False, seed_everything_default=0, auto_configure_optimizers=False)
     data, out = cli.datamodule, Path(cli_value(cli, cli.config, "out"))
     if data.store is not None:
-        raise SystemExit("write_shards: the config reads shards already (data.shards); give the dataset it came from")
+        raise BadConfig("write_shards: the config reads shards already (data.shards); give the dataset it came "
+                        "from")
     try:
         data.prepare_data()  # the demo configs render their synthetic data first
         data.setup("fit")
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         index = write_shards(out, splits, copies, meta, cli_value(cli, cli.config, "shard_mb"),
                              cli_value(cli, cli.config, "shard_samples"))
     except DataError as err:
-        raise SystemExit(f"write_shards: {err}") from None
+        raise err.with_message(f"write_shards: {err}") from None
     counts = ", ".join(f"{split} {sum(index['parts'][p['key']]['entries'] for p in parts)}"
                        for split, parts in index["splits"].items())
     print(f"wrote {len(index['shards'])} shards ({index['bytes'] / 2**30:.2f} GiB; entries: {counts}) and their index "

@@ -19,7 +19,8 @@ LAYERS = {
     "datamodules": 1,  # data
     "sapiens2_ft.compat": 2,  # Lightning / torchmetrics internals, below everything of sapiens2_ft
     "sapiens2_ft.resources": 2,  # where the shipped configs/ and assets/ are (reads them through the boundary)
-    "sapiens2_ft.problems": 2,  # every problem of a command's arguments in one message (imports nothing of ours)
+    "sapiens2_ft.problems": 2,  # every problem of a command's arguments in one error (imports only the errors)
+    "sapiens2_ft.exits": 2,  # the console entry points' edge: an error becomes its message and exit status
     "sapiens2_ft.models": 2,
     "sapiens2_ft.tasks": 3,
     "sapiens2_ft.training": 4,
@@ -228,7 +229,7 @@ import sapiens2_ft
 image = np.zeros((64, 48, 3), np.uint8)
 pose = sapiens2_ft.load({str(tiny_pose308_dir)!r}, device="cpu").predict([image], boxes="whole_image")
 seg = sapiens2_ft.load({str(tmp_path / "seg")!r}, device="cpu").predict([image])
-assert pose[0]["people"][0]["points"].shape == (308, 2) and seg[0]["files"][".png"].shape == (64, 48)
+assert pose[0].people.keypoints.shape == (1, 308, 2) and seg[0].files[".png"].shape == (64, 48)
 print(sorted({{name.split(".")[0] for name in sys.modules}} & {set(TRAINING_STACK)!r}))
 """
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)

@@ -20,7 +20,7 @@ import numpy as np
 from datamodules.boundary.files import StoredFile, read_head
 from datamodules.boundary.files import read_bytes as read_file
 from datamodules.boundary.limits import MAX_PIXELS_ENV, OPENCV_ENV, max_pixels, opencv_cap
-from datamodules.errors import DataError
+from datamodules.errors import DataError, RefusedInput
 
 _JPEG_SIZE_MARKERS = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 
@@ -94,6 +94,15 @@ def header_size(raw: bytes) -> tuple[int, int] | None:
     return None
 
 
+def check_pixels(size: tuple[int, int], what: str, limit: int | None = None) -> None:
+    """The pixel rule: an image of ``size`` (width, height) with more than ``limit`` pixels (default
+    :func:`max_pixels`) is a RefusedInput naming ``what``."""
+    limit = max_pixels() if limit is None else limit
+    if size[0] * size[1] > limit:
+        raise RefusedInput(f"image {what}: {size[0]}x{size[1]} pixels, above the limit of {limit:,} "
+                           f"(raise it with {MAX_PIXELS_ENV}, or predict --max_pixels, for images you trust)")
+
+
 def decode(raw: bytes, flags: int, what: str, limit: int | None = None) -> np.ndarray:
     """``cv2.imdecode`` of an image file's bytes once its header allows it (``limit`` pixels, default
     :func:`max_pixels`); a DataError naming ``what`` otherwise."""
@@ -102,9 +111,7 @@ def decode(raw: bytes, flags: int, what: str, limit: int | None = None) -> np.nd
         raise DataError(f"cannot read image {what}: missing, truncated or not an image (no PNG, JPEG, BMP, WebP or "
                         "TIFF header)")
     limit = max_pixels() if limit is None else limit
-    if size[0] * size[1] > limit:
-        raise DataError(f"image {what}: {size[0]}x{size[1]} pixels, above the limit of {limit:,} "
-                        f"(raise it with {MAX_PIXELS_ENV}, or predict --max_pixels, for images you trust)")
+    check_pixels(size, what, limit)
     try:
         image = cv2.imdecode(np.frombuffer(raw, np.uint8), flags)
     except cv2.error as err:

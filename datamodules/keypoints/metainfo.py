@@ -34,13 +34,13 @@ import yaml
 
 from datamodules.boundary.files import read_yaml
 from datamodules.boundary.folders import inside
-from datamodules.errors import DataError
+from datamodules.errors import BadInput, DataError
 
 BUILTIN_DIR = Path(__file__).parent
 SET_FILE = "keypoints.yaml"  # the name a keypoint set travels under beside an exported pose model
 
 
-class MetainfoError(ValueError):
+class MetainfoError(BadInput):
     """A keypoint metainfo file is malformed; the message names the file and field."""
 
 

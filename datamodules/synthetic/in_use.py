@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from datamodules.errors import Refused
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -19,7 +21,7 @@ except ImportError:  # pragma: no cover - Windows
 _HELD: dict[Path, int] = {}  # dataset folder -> descriptor holding its shared lock (module-level: not pickled)
 
 
-class DatasetInUseError(FileExistsError):
+class DatasetInUseError(Refused, FileExistsError):
     """The dataset to replace is being read by another process."""
 
 

@@ -19,11 +19,13 @@ from pathlib import Path
 
 import torch
 
+from datamodules.errors import NotFound
 from sapiens2_ft.app.service import Demo, Limits
+from sapiens2_ft.exits import console_command
 from sapiens2_ft.predict.boxes import add_box_arguments, box_argument_problems, box_source, whole_image
 from sapiens2_ft.predict.loading import load_inference, model_problem
 from sapiens2_ft.predict.run import Model
-from sapiens2_ft.problems import Problems, exit_on_problems
+from sapiens2_ft.problems import Problems, raise_problems
 
 
 def parser() -> argparse.ArgumentParser:
@@ -59,7 +61,7 @@ def argument_problems(args) -> list[str]:
 
 def load_demo(args, scratch: Path) -> Demo:
     """The models of ``--model`` (one per task) and pose's box source, loaded once."""
-    exit_on_problems(argument_problems(args))
+    raise_problems(argument_problems(args))
     models: list[Model] = []
     loaded: dict[str, tuple] = {}
     problems = Problems()
@@ -72,7 +74,7 @@ def load_demo(args, scratch: Path) -> Demo:
     takes_boxes = any(m.inference.takes_person_boxes for m in models)
     problems.check(takes_boxes or not (args.detector or args.boxes_from_seg),
                    "--detector and --boxes_from_seg are for pose models; no --model is one")
-    problems.exit()
+    problems.raise_any()
     if takes_boxes and not (args.detector or args.boxes_from_seg):  # a seg (or matting) model given finds the people
         args.boxes_from_seg = next((name for name, (inference, _) in loaded.items() if inference.finds_people), None)
     source = box_source(args, scratch, loaded) or whole_image
@@ -87,7 +89,7 @@ def start(args, block: bool = True):
         from sapiens2_ft.app.page import build_page
     except ModuleNotFoundError as err:
         if err.name and err.name.split(".")[0] in ("gradio", "gradio_client"):
-            raise SystemExit("sapiens2-ft app needs Gradio: pip install 'sapiens2-ft[app]'") from None
+            raise NotFound("sapiens2-ft app needs Gradio: pip install 'sapiens2-ft[app]'") from None
         raise
     scratch = Path(tempfile.mkdtemp(prefix="sapiens2-ft-app-"))
     demo = load_demo(args, scratch)
@@ -97,6 +99,7 @@ def start(args, block: bool = True):
     return page
 
 
+@console_command
 def main(argv: list[str] | None = None):
     args = parser().parse_args(argv)
     if args.write_space:

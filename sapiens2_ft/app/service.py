@@ -15,18 +15,19 @@ import cv2
 import numpy as np
 import torch
 
-from datamodules.errors import DataError
+from datamodules.errors import BadInput, DataError, RefusedInput, Sapiens2FTError
 from datamodules.boundary.files import read_json
-from datamodules.boundary.images import file_size, read_image
+from datamodules.boundary.images import check_pixels, file_size, read_image
 from datamodules.boundary.video import open_video
 from datamodules.boundary.writes import replacing
 from sapiens2_ft.predict.boxes import BoxSource, whole_image
+from sapiens2_ft.predict.options import uses_bf16
 from sapiens2_ft.predict.run import Model, infer_chunk
 from sapiens2_ft.predict.sheet import sheet
 from sapiens2_ft.predict.video import Frames, predict_video
 
 
-class DemoError(ValueError):
+class DemoError(BadInput):
     """A visitor's input the demo refuses; the message says why (shown in the page)."""
 
 
@@ -36,6 +37,11 @@ class Limits:
 
     max_megapixels: float = 40.0  # a photo's width x height, read from its header before it is decoded
     max_frames: int = 300  # a video's frames run through the models; the rest is left out (said in its JSON)
+
+    @property
+    def max_pixels(self) -> int:
+        """``max_megapixels`` as the boundary's pixel limit."""
+        return int(self.max_megapixels * 1e6)
 
 
 class FirstFrames:
@@ -61,12 +67,14 @@ def image_size(path: Path) -> tuple[int, int]:
 
 
 def check_photo(path: Path, limits: "Limits") -> None:
-    """Refuse a photo above ``limits.max_megapixels`` from its header alone, before anything decodes it."""
+    """Refuse a photo above ``limits.max_megapixels`` from its header alone, before anything decodes it (the
+    boundary's pixel rule, worded for the page)."""
     width, height = image_size(path)
-    megapixels = width * height / 1e6
-    if megapixels > limits.max_megapixels:
-        raise DemoError(f"{path.name}: {width} x {height} pixels ({megapixels:.0f} megapixels) is more than this "
-                        f"demo takes ({limits.max_megapixels:g}); send a smaller picture")
+    try:
+        check_pixels((width, height), path.name, limits.max_pixels)
+    except RefusedInput:
+        raise DemoError(f"{path.name}: {width} x {height} pixels ({width * height / 1e6:.0f} megapixels) is more "
+                        f"than this demo takes ({limits.max_megapixels:g}); send a smaller picture") from None
 
 
 def webm(video: Path) -> Path:
@@ -107,45 +115,43 @@ class Demo:
                  limits: Limits = Limits(), boxes: str = "the whole image"):
         self.models, self.source, self.batch_size, self.limits = models, source, batch_size, limits
         self.boxes = boxes  # in words, for the page
-        self.inferences = {m.task: m.inference for m in models}
         self.lock = threading.Lock()
         self.device_type = models[0].inference.device.type
-        self.bf16 = self.device_type == "cuda"  # as predict's --precision auto
+        self.bf16 = uses_bf16("auto", self.device_type)  # as predict's --precision auto
 
     def photo(self, path: str | Path) -> tuple[list[tuple[np.ndarray, str]], dict]:
         """(title, RGB picture) per task and the sheet, and the JSON of what each task found, for one image file."""
         path = Path(path)
         check_photo(path, self.limits)
         try:
-            image = read_image(str(path), int(self.limits.max_megapixels * 1e6))
+            image = read_image(str(path), self.limits.max_pixels)
         except DataError as err:
             raise DemoError(f"{path.name}: not an image this demo can read ({err})") from None
         return self.run(image)
 
     def run(self, image: np.ndarray) -> tuple[list[tuple[np.ndarray, str]], dict]:
-        """The pictures and findings of one RGB uint8 image."""
+        """The pictures and findings of one RGB uint8 image (each model's ``Result``)."""
         with self.lock, torch.autocast(self.device_type, torch.bfloat16, enabled=self.bf16):
-            [result], masks = infer_chunk(self.models, ["image"], [image], self.source, self.batch_size)
-        people = masks[0].numpy() if masks is not None else None
-        pictures = [self.inferences[task].picture(found, image, people)[::-1] for task, found in result.items()]
+            [results] = infer_chunk(self.models, ["image"], [image], self.source, self.batch_size)
+        pictures = [result.picture()[::-1] for result in results.values()]
         if len(self.models) > 1:
-            pictures.append((sheet(image, result, self.inferences, people), "sheet"))
+            pictures.append((sheet(image, results), "sheet"))
         findings = {"image": {"width": image.shape[1], "height": image.shape[0]}, "person_boxes": self.boxes}
-        findings.update({task: self.inferences[task].findings(found) for task, found in result.items()})
+        findings.update({task: result.findings() for task, result in results.items()})
         return pictures, json.loads(json.dumps(findings))  # plain JSON types only
 
     def video(self, path: str | Path, out: Path) -> tuple[Path, dict]:
         """``predict``'s video of the first ``limits.max_frames`` frames (WebM where it can) and its records."""
         try:
             frames = Frames(Path(path))
-        except SystemExit as err:
+        except Sapiens2FTError as err:
             raise DemoError(str(err).replace("--input ", "")) from None
         first = FirstFrames(frames, self.limits.max_frames)
         out.mkdir(parents=True, exist_ok=True)
         with self.lock, torch.autocast(self.device_type, torch.bfloat16, enabled=self.bf16):
             try:
                 clip, records = predict_video(self.models, first, out, self.batch_size, self.source)
-            except SystemExit as err:
+            except Sapiens2FTError as err:
                 raise DemoError(str(err).replace("--input ", "")) from None
         found = read_json(records)
         if len(found["frames"]) == first.count and (first.total is None or first.total > first.count):

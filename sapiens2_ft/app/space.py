@@ -14,7 +14,7 @@ import yaml
 
 from datamodules.boundary.folders import files_under, handed_file
 from datamodules.boundary.writes import copy_file, write_text
-from datamodules.errors import RefusedInput
+from datamodules.errors import BadInput, NotFound, Refused, RefusedInput
 from sapiens2_ft.models.checkpoints import is_distributed_checkpoint
 from sapiens2_ft.training.hf_export import export_checkpoint
 from sapiens2_ft.training.export_dir import export_files
@@ -66,10 +66,10 @@ def copy_model(model: str, target: Path) -> str | None:
             else:
                 copy_file(handed_file(path, name), target, name)
     elif path.exists():
-        raise SystemExit(f"--model: {model} is neither an exported model directory nor a checkpoint")
+        raise BadInput(f"--model: {model} is neither an exported model directory nor a checkpoint")
     elif hub_id_of(model) is None:
-        raise SystemExit(f"--model: '{model}' does not exist (expected an exported directory, a checkpoint or a hub "
-                         f"id 'user/name')")
+        raise NotFound(f"--model: '{model}' does not exist (expected an exported directory, a checkpoint or a hub "
+                       f"id 'user/name')")
     else:
         return None
     return target.name
@@ -82,8 +82,8 @@ def requirements() -> list[str]:
     try:
         needed = importlib.metadata.requires("sapiens2-ft") or []
     except importlib.metadata.PackageNotFoundError:
-        raise SystemExit("--write_space: sapiens2-ft is not installed (pip install -e . in the checkout), so its "
-                         "dependencies are unknown") from None
+        raise NotFound("--write_space: sapiens2-ft is not installed (pip install -e . in the checkout), so its "
+                       "dependencies are unknown") from None
     return [r for r in needed if "extra ==" not in r] + [f"gradio=={gradio.__version__}"]
 
 
@@ -105,21 +105,21 @@ def write_space(out: Path, models: list[str], argv: list[str]) -> Path:
     import gradio
 
     if out.exists() and any(out.iterdir()):
-        raise SystemExit(f"--write_space: {out} is not empty; give a new folder")
+        raise Refused(f"--write_space: {out} is not empty; give a new folder")
     options = space_options(argv)
     for name in LOCAL_ONLY:
         for k, arg in enumerate(options):
             value = arg.split("=", 1)[1] if arg.startswith(name + "=") else (
                 options[k + 1] if arg == name and k + 1 < len(options) else None)
             if value is not None and Path(value).exists():
-                raise SystemExit(f"--write_space: {name} {value} is a local file; a Space has only its folder: give "
-                                 f"a hub id{', or pass it as --model' if name == '--boxes_from_seg' else ''}")
+                raise BadInput(f"--write_space: {name} {value} is a local file; a Space has only its folder: give "
+                               f"a hub id{', or pass it as --model' if name == '--boxes_from_seg' else ''}")
     for model in models:  # a handed export's links are refused before anything is written
         if (Path(model) / "config.json").is_file():
             try:
                 export_files(Path(model))
             except RefusedInput as err:
-                raise SystemExit(f"--write_space: --model {model}: {err}") from None
+                raise err.with_message(f"--write_space: --model {model}: {err}") from None
     out.mkdir(parents=True, exist_ok=True)
     entries = [copy_model(model, out / "models" / str(k)) for k, model in enumerate(models)]
     names = [f"models/{entry}" if entry else model for entry, model in zip(entries, models)]

@@ -17,6 +17,7 @@ from datamodules.errors import DataError
 from datamodules.keypoints.metainfo import MetainfoError, load_metainfo
 from sapiens2_ft.convert import FORMATS, Budget, ConvertError, convert, summary
 from sapiens2_ft.convert.names import load_classes, parse_rename
+from sapiens2_ft.exits import console_command
 from sapiens2_ft.problems import Problems, report
 
 
@@ -65,6 +66,7 @@ def argument_problems(args) -> list[str]:
     return problems
 
 
+@console_command
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     problems = argument_problems(args)

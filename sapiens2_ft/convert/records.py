@@ -15,11 +15,11 @@ import numpy as np
 from datamodules.boundary.files import read_text
 from datamodules.boundary.folders import inside
 from datamodules.data_check import DataReport
-from datamodules.errors import DataError
+from datamodules.errors import BadInput, DataError
 from sapiens2_ft.convert.masks import Mask
 
 
-class ConvertError(ValueError):
+class ConvertError(BadInput):
     """The export cannot be converted at all (wrong folder, no annotations, a flag that does not fit)."""
 
 

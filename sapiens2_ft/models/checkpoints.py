@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from transformers import Sapiens2Config
 
+from datamodules.errors import BadInput
 from sapiens2_ft.models.adapters import LoraOptions, adapt, merge_lora
 
 RECORD_KEY = "sapiens2_ft"
@@ -27,7 +28,7 @@ METADATA_FILE = "meta.pt"  # Lightning's name for the non-tensor part of a distr
 WRAPPER = "_checkpoint_wrapped_module."
 
 
-class CheckpointError(ValueError):
+class CheckpointError(BadInput):
     """A checkpoint cannot be used as asked; the message says why and what to do."""
 
 

@@ -21,7 +21,7 @@ from torch.distributed.checkpoint.metadata import BytesStorageMetadata, Metadata
 
 from datamodules.boundary.files import open_file
 from datamodules.boundary.limits import max_file_bytes
-from datamodules.errors import RefusedInput
+from datamodules.errors import Refused, RefusedInput
 
 METADATA_FILE = ".metadata"
 _CHECKPOINT_CLASSES = {("torch.distributed.checkpoint.metadata", name) for name in (
@@ -34,7 +34,7 @@ ALLOWED_GLOBALS = _CHECKPOINT_CLASSES | {
     ("pathlib", "PureWindowsPath")}
 
 
-class UnsafeCheckpointError(ValueError):
+class UnsafeCheckpointError(Refused, ValueError):
     """A distributed checkpoint holds something other than tensors and plain data, or names files outside itself."""
 
 

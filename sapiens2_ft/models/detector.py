@@ -15,13 +15,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from datamodules.errors import BadInput
 from sapiens2_ft.models.factory import PretrainedNotFoundError, resolve_pretrained
 
 DEFAULT_DETECTOR = "PekingU/rtdetr_r50vd"
 PERSON_LABELS = ("person", "people", "human", "pedestrian")
 
 
-class DetectorError(ValueError):
+class DetectorError(BadInput):
     """A detector that cannot be loaded or has no person class."""
 
 

@@ -28,11 +28,12 @@ import torch
 from torch import nn
 from transformers import Sapiens2Config, Sapiens2HeadConfig
 
+from datamodules.errors import NotFound
 from sapiens2_ft.models import presets
 from sapiens2_ft.resources import shipped_asset
 
 
-class PretrainedNotFoundError(OSError):
+class PretrainedNotFoundError(NotFound):
     """``model.pretrained`` is neither a local directory nor a reachable hub id."""
 
 

@@ -17,19 +17,21 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from datamodules.errors import NotFound
+
 ONNX_FILE = "model.onnx"
 DTYPES = {"float32": torch.float32, "float16": torch.float16}
 
 
 def require(module: str):
-    """Import an optional ONNX package, or SystemExit naming the extra to install."""
+    """Import an optional ONNX package, or NotFound naming the extra to install."""
     import importlib
 
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise SystemExit(f"ONNX needs '{module}': pip install 'sapiens2-ft[onnx]' (onnx, onnxscript, "
-                         f"onnxruntime)") from None
+        raise NotFound(f"ONNX needs '{module}': pip install 'sapiens2-ft[onnx]' (onnx, onnxscript, "
+                       f"onnxruntime)") from None
 
 
 class OutputTuple(nn.Module):

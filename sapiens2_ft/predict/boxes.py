@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from datamodules.boundary.files import read_json
+from datamodules.errors import BadInput
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR, DetectorError, PersonDetector
 from sapiens2_ft.predict.loading import load_inference
 from sapiens2_ft.tasks.seg.boxes import boxes_from_foreground
@@ -96,26 +97,52 @@ def match_file_names(keys: list[str], file_names, source: Path) -> dict[str, str
         files[PurePosixPath(name).name].append(name)
     for name, candidates in images.items():
         if (len(candidates) > 1 and files.get(name)) or len(files.get(name, [])) > 1:
-            raise SystemExit(f"--boxes {source}: '{name}' is ambiguous: images {candidates[:5]} under --input, "
-                             f"file names {files[name][:5]} in the boxes file; give file_name relative to --input")
+            raise BadInput(f"--boxes {source}: '{name}' is ambiguous: images {candidates[:5]} under --input, "
+                           f"file names {files[name][:5]} in the boxes file; give file_name relative to --input")
         if files.get(name):
             matched[candidates[0]] = files[name][0]
     return matched
 
 
-def box_row(entry: dict, where: str, source: Path) -> list[float]:
-    """``[x, y, w, h, score]`` of a boxes-file entry; SystemExit naming the file and the entry when its ``bbox`` is
-    not four finite numbers of positive width and height within ``MAX_COORDINATE`` pixels, or its score not finite."""
-    bbox, score = entry.get("bbox"), entry.get("score", 1.0)
+def box_problem(bbox, score=1.0) -> str | None:
+    """Why ``bbox`` ``[x, y, w, h]`` and ``score`` are no person box, or None: the box is four finite numbers of
+    positive width and height within ``MAX_COORDINATE`` pixels, the score a finite number. One rule for a
+    ``--boxes`` file's entries and the Python API's box arrays."""
     if not (isinstance(bbox, list) and len(bbox) == 4 and all(_finite(v) for v in bbox)):
-        raise SystemExit(f"--boxes {source}: {where}: 'bbox' must be [x, y, w, h] of finite numbers, got "
-                         f"{str(bbox)[:80]}")
+        return f"'bbox' must be [x, y, w, h] of finite numbers, got {str(bbox)[:80]}"
     if bbox[2] <= 0 or bbox[3] <= 0 or max(abs(v) for v in bbox) > MAX_COORDINATE:
-        raise SystemExit(f"--boxes {source}: {where}: 'bbox' [x, y, w, h] needs w, h > 0 and values within "
-                         f"+-{MAX_COORDINATE:g} pixels, got {bbox}")
+        return f"'bbox' [x, y, w, h] needs w, h > 0 and values within +-{MAX_COORDINATE:g} pixels, got {bbox}"
     if not _finite(score):
-        raise SystemExit(f"--boxes {source}: {where}: 'score' must be a finite number, got {score!r}")
+        return f"'score' must be a finite number, got {score!r}"
+    return None
+
+
+def box_row(entry: dict, where: str, source: Path) -> list[float]:
+    """``[x, y, w, h, score]`` of a boxes-file entry; BadInput naming the file and the entry when it is no person
+    box (``box_problem``)."""
+    bbox, score = entry.get("bbox"), entry.get("score", 1.0)
+    problem = box_problem(bbox, score)
+    if problem:
+        raise BadInput(f"--boxes {source}: {where}: {problem}")
     return [*map(float, bbox), float(score)]
+
+
+def box_arrays(boxes: list, first: int = 0) -> list[np.ndarray]:
+    """Box arrays given for images ``first``, ``first + 1``, ... (rows ``[x, y, w, h]`` or ``[x, y, w, h, score]``)
+    as (N, 5) float64; BadInput naming the image and row of a bad one (``box_problem``)."""
+    out = []
+    for k, given in enumerate(boxes):
+        b = np.asarray(given, dtype=np.float64)
+        b = b.reshape(0, 5) if b.size == 0 else b.reshape(1, -1) if b.ndim == 1 else b
+        if b.ndim != 2 or b.shape[1] not in (4, 5):
+            raise BadInput(f"boxes of image {first + k}: expected [x, y, w, h] or [x, y, w, h, score] rows, "
+                           f"got shape {b.shape}")
+        for r, row in enumerate(b):
+            problem = box_problem(row[:4].tolist(), float(row[4]) if len(row) == 5 else 1.0)
+            if problem:
+                raise BadInput(f"boxes of image {first + k}, row {r}: {problem}")
+        out.append(b if b.shape[1] == 5 else np.concatenate([b, np.ones((len(b), 1))], axis=1))
+    return out
 
 
 def _finite(value) -> bool:
@@ -131,36 +158,36 @@ def read_boxes(path: Path | None, keys: list[str]) -> tuple[dict[str, int], dict
     try:
         data = read_json(path)
     except (OSError, ValueError) as err:  # missing, not JSON (NaN is, as Python reads it), above the size limit
-        raise SystemExit(f"--boxes {path}: cannot read it as JSON ({err})") from None
+        raise BadInput(f"--boxes {path}: cannot read it as JSON ({err})") from None
     by_file: dict[str, list] = {}
     if isinstance(data, dict) and "images" in data:
         images = [im for im in data["images"] if isinstance(im, dict)]
         if len(images) != len(data["images"]) or not all(isinstance(im.get("file_name"), str) for im in images):
-            raise SystemExit(f"--boxes {path}: every entry of 'images' needs an 'id' and a 'file_name'")
+            raise BadInput(f"--boxes {path}: every entry of 'images' needs an 'id' and a 'file_name'")
         names = {im.get("id"): PurePosixPath(im["file_name"]).as_posix() for im in images}
         for k, ann in enumerate(data.get("annotations", [])):
             where = f"annotation {ann.get('id', k) if isinstance(ann, dict) else k}"
             if not isinstance(ann, dict) or ann.get("image_id") not in names:
                 got = ann.get("image_id") if isinstance(ann, dict) else ann
-                raise SystemExit(f"--boxes {path}: {where}: image_id {got!r} is not an id of 'images'")
+                raise BadInput(f"--boxes {path}: {where}: image_id {got!r} is not an id of 'images'")
             if not ann.get("iscrowd", 0) and is_person(ann):
                 by_file.setdefault(names[ann["image_id"]], []).append(box_row(ann, where, path))
         matched = match_file_names(keys, names.values(), path)
         missing = [key for key in keys if key not in matched]
         if missing:
-            raise SystemExit(f"--boxes {path}: no image entry for {missing[:5]}")
+            raise BadInput(f"--boxes {path}: no image entry for {missing[:5]}")
         file_ids = {name: i for i, name in names.items()}
         ids = {key: file_ids[name] for key, name in matched.items()}
     elif isinstance(data, list):
         for k, det in enumerate(data):
             if not isinstance(det, dict) or not isinstance(det.get("file_name"), str) or "bbox" not in det:
-                raise SystemExit(f"--boxes {path}: entry {k} needs 'file_name' and 'bbox' ([x, y, w, h])")
+                raise BadInput(f"--boxes {path}: entry {k} needs 'file_name' and 'bbox' ([x, y, w, h])")
             if is_person(det):
                 by_file.setdefault(PurePosixPath(det["file_name"]).as_posix(), []).append(
                     box_row(det, f"entry {k}", path))
         matched = match_file_names(keys, [det["file_name"] for det in data], path)
     else:
-        raise SystemExit(f"--boxes {path}: expected a COCO json with 'images' or a list of detections")
+        raise BadInput(f"--boxes {path}: expected a COCO json with 'images' or a list of detections")
     return ids, {key: by_file.get(name, []) for key, name in matched.items()}
 
 
@@ -200,21 +227,21 @@ def box_source(args, out: Path, loaded: dict | None = None):
     """The BoxSource the box arguments ask for, or None when none is given. ``loaded``: inference objects already
     loaded, by the name given (a ``--boxes_from_seg`` that is also a ``--model`` is loaded once)."""
     if args.detector and args.boxes_from_seg:
-        raise SystemExit("give one of --detector and --boxes_from_seg")
+        raise BadInput("give one of --detector and --boxes_from_seg")
     if args.detector:
         try:
             return DetectorBoxes(PersonDetector(args.detector, args.det_threshold, args.nms_iou, args.device))
         except DetectorError as err:
             which = (f"the person detector {args.detector} (pose's box source when none is given)"
                      if getattr(args, "detector_by_default", False) else f"--detector {args.detector}")
-            raise SystemExit(f"{which}: {err}\n{BOX_CHOICES}") from None
+            raise err.with_message(f"{which}: {err}\n{BOX_CHOICES}") from None
     if args.boxes_from_seg:
         if args.boxes_from_seg in (loaded or {}):
             inference, task = loaded[args.boxes_from_seg]
         else:
             inference, task = load_inference(args.boxes_from_seg, out / "seg_model", device=args.device)
         if not inference.finds_people:
-            raise SystemExit(f"--boxes_from_seg: {args.boxes_from_seg} is a {task} model, which does not find "
-                             f"people; give a segmentation (or matting) model")
+            raise BadInput(f"--boxes_from_seg: {args.boxes_from_seg} is a {task} model, which does not find "
+                           f"people; give a segmentation (or matting) model")
         return PeopleBoxes(inference, args.seg_min_area, args.seg_box_pad, args.seg_split_heads, args.seg_head_area)
     return None

@@ -38,11 +38,14 @@ from pathlib import Path
 import torch
 
 from datamodules.boundary.limits import MAX_PIXELS, MAX_PIXELS_ENV
+from datamodules.errors import BadInput, Refused
+from sapiens2_ft.exits import console_command
 from sapiens2_ft.models.detector import DEFAULT_DETECTOR
 from sapiens2_ft.predict.boxes import (FileBoxes, add_box_arguments, box_argument_problems, box_source, read_boxes,
                                        whole_image)
 from sapiens2_ft.predict.inputs import check_out, list_images
 from sapiens2_ft.predict.loading import load_inference, model_problem
+from sapiens2_ft.predict.options import PRECISIONS, model_problems, option_problems, uses_bf16
 from sapiens2_ft.predict.run import Model, predict_images
 from sapiens2_ft.predict.smoothing import add_smooth_arguments, smooth_options
 from sapiens2_ft.predict.video import Frames, is_video, predict_video
@@ -77,7 +80,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch_size", type=int, default=8, help="images (and person crops) per forward pass")
     p.add_argument("--workers", type=int, default=2,
                    help="threads decoding the next images while the models run (0: decode in line)")
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
+    p.add_argument("--precision", choices=PRECISIONS, default="auto",
                    help="bf16 autocast of the models (auto: bf16 on a GPU, fp32 on the CPU)")
     p.add_argument("--backend", choices=["torch", "onnxruntime"], default="torch",
                    help="onnxruntime: the networks run as ONNX graphs (an export's model.onnx; a checkpoint's is "
@@ -98,8 +101,8 @@ def argument_problems(args) -> Problems:
     source = Path(args.input)
     try:
         check_out(Path(args.out), source)
-    except SystemExit as err:
-        problems.append(str(err.code))
+    except Refused as err:
+        problems.append(str(err))
     if problems.check(source.exists(), f"--input: '{args.input}' does not exist (an image, a folder of images or a "
                                        f"video file)"):
         problems.check(not args.video or source.is_dir(), f"--video: --input must be a folder of frames, "
@@ -113,12 +116,9 @@ def argument_problems(args) -> Problems:
     problems.check(len(given) <= 1, f"{' and '.join(given)}: give one of --boxes, --detector, --boxes_from_seg and "
                                     f"--whole_image")
     problems += box_argument_problems(args)
-    problems.check(args.focal is None or args.focal > 0,
-                   f"--focal: the focal length in pixels must be > 0, got {args.focal}")
-    problems.check(args.fps is None or args.fps > 0, f"--fps: frames per second must be > 0, got {args.fps}")
+    problems += option_problems("--", args.batch_size, args.focal, args.fps, args.precision)
     problems.check(args.max_pixels is None or args.max_pixels > 0,
                    f"--max_pixels: give the largest number of pixels an image may have, got {args.max_pixels}")
-    problems.check(args.batch_size >= 1, f"--batch_size: give at least 1 image per forward pass, got {args.batch_size}")
     problems.check(args.workers >= 0, f"--workers: give 0 or more decoding threads, got {args.workers}")
     problems.check(args.backend != "onnxruntime" or not (args.compile or args.precision == "bf16"),
                    "--compile and --precision bf16 are for the torch backend; export float16 ONNX for a lower "
@@ -142,24 +142,22 @@ def load_models(args, out: Path) -> tuple[list[Model], dict, Model | None]:
         models.append(Model(inference, task, out / task if several else out,
                             args.focal if inference.takes_focal else None))
         loaded[name] = inference, task
-    problems.check(args.focal is None or any(m.focal is not None for m in models),
-                   f"--focal is for pointmap models; {', '.join(m.task for m in models)} do not take a focal")
     given = [f"--{name}" for name in BOX_SOURCES if getattr(args, name)]
-    problems.check(not given or any(m.inference.takes_person_boxes for m in models),
-                   f"{', '.join(given)}: person boxes are for pose models; {args.model[0]} is {models[0].task}")
+    problems += model_problems("--", [m.inference for m in models], args.focal, given, args.model[0])
     mask_model = None
     if args.mask_model:
         inference, task = load_inference(args.mask_model, out / "mask_model", device=args.device, backend=args.backend)
         problems.check(inference.finds_people, f"--mask_model: {args.mask_model} is a {task} model, which does not "
                                                f"find people; give a segmentation or matting one")
         mask_model = Model(inference, task, out / "mask_model")
-    problems.exit()
+    problems.raise_any()
     return models, loaded, mask_model
 
 
+@console_command
 def main(argv: list[str] | None = None) -> Path:
     args = parser().parse_args(argv)
-    argument_problems(args).exit()
+    argument_problems(args).raise_any()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     video = args.video or is_video(Path(args.input))
@@ -175,7 +173,7 @@ def main(argv: list[str] | None = None) -> Path:
         for m in models + ([mask_model] if mask_model else []):
             m.inference.model.compile(backend=args.compile_backend)
     device_type = torch.device(args.device).type
-    bf16 = args.precision == "bf16" or (args.precision == "auto" and device_type == "cuda" and args.backend == "torch")
+    bf16 = uses_bf16(args.precision, args.device, args.backend)
     several = len(models) > 1
     with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):
         if video:
@@ -191,5 +189,5 @@ def main(argv: list[str] | None = None) -> Path:
     names = ", ".join(skipped[:10]) + (f" and {len(skipped) - 10} more" if len(skipped) > 10 else "")
     print(f"{done}; {len(skipped)} images skipped (unreadable or too large){': ' + names if skipped else ''}")
     if len(skipped) == len(images):
-        raise SystemExit(f"--input: none of the {len(images)} images could be read")
+        raise BadInput(f"--input: none of the {len(images)} images could be read")
     return out

@@ -13,7 +13,7 @@ from typing import Iterable, Iterator, TypeVar
 import numpy as np
 from tqdm import tqdm
 
-from datamodules.errors import DataError
+from datamodules.errors import DataError, NotFound, Refused
 from datamodules.boundary.images import read_image
 
 T = TypeVar("T")
@@ -26,7 +26,7 @@ def list_images(path: Path) -> dict[str, Path]:
         return {path.name: path}
     images = sorted(p for p in path.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
     if not images:
-        raise SystemExit(f"--input: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in {path}")
+        raise NotFound(f"--input: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) in {path}")
     return {p.relative_to(path).as_posix(): p for p in images}
 
 
@@ -34,8 +34,8 @@ def check_out(out: Path, source: Path) -> None:
     """Refuse an output folder that is ``source`` or lies inside it: the outputs would replace or join the inputs."""
     out, source = Path(out).resolve(), Path(source).resolve()
     if out == source or (source.is_dir() and out.is_relative_to(source)):
-        raise SystemExit(f"--out {out} is {'--input' if out == source else 'inside --input ' + str(source)}: the "
-                         "outputs would replace or join the images read; give a folder outside --input")
+        raise Refused(f"--out {out} is {'--input' if out == source else 'inside --input ' + str(source)}: the "
+                      "outputs would replace or join the images read; give a folder outside --input")
 
 
 def read_or_warn(path: Path, limit: int | None = None) -> np.ndarray | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from datamodules.errors import BadInput, NotFound, restated
 from sapiens2_ft.models.checkpoints import is_distributed_checkpoint
 from sapiens2_ft.models.factory import PretrainedNotFoundError, fetch_failure, resolve_pretrained
 from sapiens2_ft.tasks.inference import TaskInference
@@ -28,10 +29,10 @@ def resolve_model(model: str) -> Path:
     except PretrainedNotFoundError as err:
         cause = err.__cause__
         if cause is None:  # neither an existing path nor shaped like a hub id
-            raise SystemExit(model_problem(model) or f"--model: '{model}' does not exist") from None
-        raise SystemExit(f"--model: {fetch_failure(model, cause, 'model')}") from None
+            raise err.with_message(model_problem(model) or f"--model: '{model}' does not exist") from None
+        raise err.with_message(f"--model: {fetch_failure(model, cause, 'model')}") from None
     if not (directory / "config.json").is_file():
-        raise SystemExit(f"--model: {directory} has no config.json (not an exported model directory)")
+        raise BadInput(f"--model: {directory} has no config.json (not an exported model directory)")
     return directory
 
 
@@ -50,16 +51,16 @@ def load_inference(model: str, out: Path, keypoints: str | None = None, device: 
         try:
             path = export_checkpoint(path, out / "model")
         except ValueError as err:  # a refused checkpoint (CheckpointError) or output folder (ExportFolderError)
-            raise SystemExit(f"--model: {err}") from None
+            raise restated(err, f"--model: {err}") from None
         print(f"exported checkpoint {model} -> {path}")
     directory = resolve_model(str(path))
     config = Sapiens2Config.from_pretrained(directory, trust_remote_code=False)
     try:  # the label set (pose: the export's keypoints.yaml, a released model's built-in set, or --keypoints)
         inference = load_saved(directory, keypoints, config)
     except SavedModelError as err:
-        raise SystemExit(f"--model: {model} holds {err}") from None
+        raise err.with_message(f"--model: {model} holds {err}") from None
     except ValueError as err:
-        raise SystemExit(f"--model {model}{f' --keypoints {keypoints}' if keypoints else ''}: {err}") from None
+        raise BadInput(f"--model {model}{f' --keypoints {keypoints}' if keypoints else ''}: {err}") from None
     if inference.load_report.notes:
         print(inference.load_report)
     inference.to(device)
@@ -74,8 +75,8 @@ def onnx_backend(directory: Path, config, export: bool):
 
     if not (directory / ONNX_FILE).is_file():
         if not export:
-            raise SystemExit(f"--backend onnxruntime: {directory} has no {ONNX_FILE}; add it with "
-                             f"`sapiens2-ft export --checkpoint {directory} --format onnx`")
+            raise NotFound(f"--backend onnxruntime: {directory} has no {ONNX_FILE}; add it with "
+                           f"`sapiens2-ft export --checkpoint {directory} --format onnx`")
         from sapiens2_ft.training.onnx_export import write_onnx
 
         write_onnx(directory)

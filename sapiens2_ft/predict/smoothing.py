@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from datamodules.errors import BadInput
+
 # Chosen on rendered clips (bench/smoothing.py --sweep, docs/predict.md "Smoothing"): among the settings whose error
 # on figures moving at 0.5 and 1 heights/s stays within 10% of the unfiltered one, the least jitter on still figures
 # (0.35 of the unfiltered; d_cutoff 1 Hz, the paper's, kept 0.48 at that error).
@@ -135,21 +137,21 @@ def add_smooth_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def smooth_options(args: argparse.Namespace, video: bool, pose: bool) -> SmoothOptions | None:
-    """The smoothing the command line asks for (None: none); a problem is a SystemExit naming its flag."""
+    """The smoothing the command line asks for (None: none); a problem is a BadInput naming its flag."""
     tuned = args.smooth_min_cutoff != MIN_CUTOFF or args.smooth_beta != BETA
     if not (args.smooth or tuned or args.smooth_maps is not None):
         return None
     if not video:
-        raise SystemExit("--smooth and --smooth_maps are for videos (a video file, or a folder of frames with --video)")
+        raise BadInput("--smooth and --smooth_maps are for videos (a video file, or a folder of frames with --video)")
     if tuned and not args.smooth:
-        raise SystemExit("--smooth_min_cutoff and --smooth_beta tune --smooth; add --smooth")
+        raise BadInput("--smooth_min_cutoff and --smooth_beta tune --smooth; add --smooth")
     if args.smooth and not pose:
-        raise SystemExit("--smooth filters keypoints and no --model is a pose model; for dense maps give "
-                         "--smooth_maps W")
+        raise BadInput("--smooth filters keypoints and no --model is a pose model; for dense maps give "
+                       "--smooth_maps W")
     options = SmoothOptions(args.smooth, args.smooth_min_cutoff, args.smooth_beta,
                             map_weight=1.0 if args.smooth_maps is None else args.smooth_maps)
     flags = {"min_cutoff": "--smooth_min_cutoff", "beta": "--smooth_beta", "map_weight": "--smooth_maps"}
     problems = [f"{flags.get(p.split()[0], p.split()[0])}: {p}" for p in options.problems()]
     if problems:
-        raise SystemExit("; ".join(problems))
+        raise BadInput("; ".join(problems))
     return options if options.keypoints or options.map_weight < 1 else None

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from datamodules.boundary.video import NotAVideo, open_video
 from datamodules.boundary.writes import replacing, write_json
-from datamodules.errors import DataError
+from datamodules.errors import BadInput, DataError, NotFound
 from sapiens2_ft.predict.boxes import BoxSource, whole_image
 from sapiens2_ft.predict.inputs import IMAGE_SUFFIXES, background, read_or_warn
 from sapiens2_ft.predict.run import Model, infer_chunk
@@ -38,7 +38,7 @@ class Frames:
         if self.folder:
             self.files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
             if not self.files:
-                raise SystemExit(f"--input {path}: no frames ({', '.join(sorted(IMAGE_SUFFIXES))}) in the folder")
+                raise NotFound(f"--input {path}: no frames ({', '.join(sorted(IMAGE_SUFFIXES))}) in the folder")
             self.fps, self.count = float(fps or 30.0), len(self.files)
             return
         try:
@@ -46,14 +46,14 @@ class Frames:
         except NotAVideo:
             capture = None
         except DataError as err:
-            raise SystemExit(f"--input {err}") from None
+            raise err.with_message(f"--input {err}") from None
         ok = capture is not None and capture.read()[0]
         if capture is not None:
             capture.release()
         if not ok:
-            raise SystemExit(f"--input {path}: cannot be read as a video (missing, not a video, or a codec this "
-                             f"OpenCV build cannot decode); convert it, e.g. `ffmpeg -i {path.name} -c:v libx264 "
-                             f"out.mp4`, or extract its frames into a folder and pass that with --video")
+            raise BadInput(f"--input {path}: cannot be read as a video (missing, not a video, or a codec this "
+                           f"OpenCV build cannot decode); convert it, e.g. `ffmpeg -i {path.name} -c:v libx264 "
+                           f"out.mp4`, or extract its frames into a folder and pass that with --video")
         capture = open_video(path)
         self.fps = float(fps or capture.get(cv2.CAP_PROP_FPS) or 30.0)
         self.count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) or None
@@ -164,7 +164,6 @@ def predict_video(models: list[Model], frames: Frames, out: Path, batch_size: in
     """Writes ``OUT/NAME.mp4`` (one sheet per frame) and ``OUT/NAME.json``; returns their paths."""
     name = frames.path.stem if not frames.folder else frames.path.name
     video_file, json_file = out / f"{name}.mp4", out / f"{name}.json"
-    inferences = {m.task: m.inference for m in models}
     trackers = {m.task: VideoPeople(frames.fps, smooth) for m in models if m.inference.takes_person_boxes}
     smooth_maps = map_blends(models, smooth)
     records, index = [], 0
@@ -174,18 +173,17 @@ def predict_video(models: list[Model], frames: Frames, out: Path, batch_size: in
         try:
             for chunk in background(chunks(frames, batch_size)):  # the next frames decode while these run
                 keys = [f"frame{index + k:06d}" for k in range(len(chunk))]
-                results, masks = infer_chunk(models, keys, chunk, source, batch_size, mask_model, smooth_maps)
-                for k, (frame, result) in enumerate(zip(chunk, results)):
+                results = infer_chunk(models, keys, chunk, source, batch_size, mask_model, smooth_maps)
+                for frame, result in zip(chunk, results):
                     record = {"frame": index, "time": round(index / frames.fps, 4)}
                     for task, people in trackers.items():
-                        record["people"] = [person_record(p) for p in people(result[task])]
-                    people = masks[k].numpy() if masks is not None else None
-                    picture = sheet(frame, result, inferences, people, legend=False)[..., ::-1]
+                        record["people"] = [person_record(p) for p in people(result[task].output)]
+                    picture = sheet(frame, result, legend=False)[..., ::-1]
                     if writer is None:
                         writer = cv2.VideoWriter(str(temporary), cv2.VideoWriter_fourcc(*"mp4v"), frames.fps,
                                                  (picture.shape[1], picture.shape[0]))
                         if not writer.isOpened():
-                            raise SystemExit(f"--out: cannot write {video_file} (OpenCV has no mp4v encoder here)")
+                            raise NotFound(f"--out: cannot write {video_file} (OpenCV has no mp4v encoder here)")
                     writer.write(np.ascontiguousarray(picture))
                     records.append(record)
                     index += 1
@@ -195,7 +193,7 @@ def predict_video(models: list[Model], frames: Frames, out: Path, batch_size: in
             if writer is not None:
                 writer.release()
         if not records:
-            raise SystemExit(f"--input {frames.path}: no frame could be read")
+            raise BadInput(f"--input {frames.path}: no frame could be read")
     write_json(out, json_file.name, {"video": frames.path.name, "fps": frames.fps, "frames": records,
                                      "tasks": [m.task for m in models],
                                      "smooth": None if smooth is None else vars(smooth)})

@@ -7,13 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from datamodules.boundary.files import read_json
+from datamodules.errors import BadInput
 from sapiens2_ft.tasks.inference import TaskInference
 from sapiens2_ft.tasks.registry import TASKS, inference_class, task_of_config
 
 PREPROCESSOR_FILE = "preprocessor_config.json"
 
 
-class SavedModelError(ValueError):
+class SavedModelError(BadInput):
     """A directory holds no model this installation runs; the message says what it holds."""
 
 

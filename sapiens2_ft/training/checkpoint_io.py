@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from datamodules.errors import Sapiens2FTError
 from sapiens2_ft.training.run_dir import resume_hint
 
 HINTS = {errno.ENOSPC: "free some space or give --run_dir on a larger file system",
@@ -31,7 +32,7 @@ HINTS = {errno.ENOSPC: "free some space or give --run_dir on a larger file syste
          errno.EROFS: "the file system is read-only: give --run_dir on a writable one"}
 
 
-class CheckpointSaveError(RuntimeError):
+class CheckpointSaveError(Sapiens2FTError, RuntimeError):
     """A checkpoint could not be written; the message names the path, the bytes and the free space."""
 
 

@@ -25,6 +25,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from argparse import ArgumentError
 from typing import Optional
 
 import torch
@@ -36,11 +37,12 @@ from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.plugins.environments import ClusterEnvironment, SLURMEnvironment
 
 from datamodules.boundary.writes import write_json
-from datamodules.errors import DataError
+from datamodules.errors import BadConfig, DataError, NotFound, Refused
 from sapiens2_ft.compat import cli_value, experiment_started, only_imports_under
 from sapiens2_ft.models.adapters import FROZEN_DTYPES, frozen_storage
 from sapiens2_ft.models.checkpoints import CheckpointError, CheckpointInfo, check_compatible, read_info
 from sapiens2_ft.models.factory import PretrainedNotFoundError, resolve_pretrained
+from sapiens2_ft.exits import console_command
 from sapiens2_ft.resources import config_dir, format_config_list
 from sapiens2_ft.problems import ConfigProblems
 from sapiens2_ft.tasks.registry import DEFAULT_TASK, TASKS, import_class, task_spec
@@ -50,7 +52,7 @@ from sapiens2_ft.training.callbacks.ema_stop import (EarlyStoppingConfig, EMACon
                                                      ema_callback)
 from sapiens2_ft.training.callbacks.image_panels import ImagePanels
 from sapiens2_ft.training.callbacks.non_finite import NonFiniteConfig, NonFiniteGuard
-from sapiens2_ft.training.callbacks.preemption import (Preempted, PreemptionConfig, PreemptionStop,
+from sapiens2_ft.training.callbacks.preemption import (Preempted, PreemptionConfig, PreemptionStop, RunPreempted,
                                                        requeue_slurm_job)
 from sapiens2_ft.training.callbacks.progress import StepProgressBar
 from sapiens2_ft.training.callbacks.resume_position import ResumeDataPosition
@@ -91,14 +93,14 @@ def resolve_config_args(argv: list[str]) -> list[str]:
                 break
         else:
             known = ", ".join(sorted(p.name for p in CONFIG_DIR.glob("*.yaml")))
-            raise SystemExit(f"config '{value}' not found (as a path or in {CONFIG_DIR}); configs: {known}")
+            raise NotFound(f"config '{value}' not found (as a path or in {CONFIG_DIR}); configs: {known}")
     return out
 
 
 def short_help(argv: list[str], prog: str, summary: str, options: list[tuple[tuple[str, ...], dict]]) -> None:
     """``-h`` / ``--help`` of a command that reads a training config (check_data, write_shards): its own ``options``
     (flags, ``add_argument`` keywords) and how the config is given, instead of every key train.py documents (about
-    980 lines); exits. Nothing to do without the flag."""
+    980 lines); argparse's help action prints it and ends the command. Nothing to do without the flag."""
     if not {"-h", "--help"} & set(argv):
         return
     parser = argparse.ArgumentParser(prog=prog, description=summary, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -112,8 +114,7 @@ def short_help(argv: list[str], prog: str, summary: str, options: list[tuple[tup
                         help="a data key of the recipe, e.g. --data.root DIR (and any other key of the recipe)")
     for flags, keywords in options:
         parser.add_argument(*flags, **{k: v for k, v in keywords.items() if k != "type"})
-    parser.print_help()
-    raise SystemExit(0)
+    parser.parse_known_args(["--help"])  # argparse's own help: printed, and the command ends (status 0)
 
 
 def task_of(argv: list[str]) -> str:
@@ -129,7 +130,7 @@ def task_of(argv: list[str]) -> str:
         elif arg.startswith("--task="):
             task = arg.split("=", 1)[1]
     if task not in TASKS:
-        raise SystemExit(f"unknown task '{task}'; known: {sorted(TASKS)}")
+        raise BadConfig(f"unknown task '{task}'; known: {sorted(TASKS)}")
     return task
 
 
@@ -139,7 +140,7 @@ def check_config(config, module_class) -> None:
     and come before."""
     problems = config_problems(config, module_class)
     if problems:
-        raise SystemExit(str(ConfigProblems(problems)))
+        raise ConfigProblems(problems)
 
 
 def config_problems(config, module_class) -> list[str]:
@@ -182,7 +183,7 @@ def fetch_pretrained(pretrained: str | None, init_from: str | None) -> None:
         resolve_pretrained(str(pretrained))
     except PretrainedNotFoundError as err:
         message = str(err) if str(err).startswith("model.pretrained") else f"model.pretrained: {err}"
-        raise SystemExit(f"{message.rstrip('.')}; {LOCAL_START}.") from None
+        raise err.with_message(f"{message.rstrip('.')}; {LOCAL_START}.") from None
 
 
 def default_precision(accelerator) -> str:
@@ -266,12 +267,12 @@ class Sapiens2CLI(LightningCLI):
             try:
                 self.resume = read_info(checkpoint)
             except CheckpointError as err:
-                raise SystemExit(f"--resume: {err}") from None
+                raise err.with_message(f"--resume: {err}") from None
             trainer = config.trainer
             if (Path(run_dir) / SUMMARY_FILE).exists() and reached_end(
                     self.resume.global_step, self.resume.epochs_completed, trainer.max_steps, trainer.max_epochs):
-                raise SystemExit(finished_message(Path(run_dir), self.resume.global_step, trainer.max_steps,
-                                                  trainer.max_epochs))
+                raise Refused(finished_message(Path(run_dir), self.resume.global_step, trainer.max_steps,
+                                               trainer.max_epochs))
             config.run_dir = str(run_dir)
             os.environ[RUN_DIR_ENV] = str(run_dir)  # ranks started by Lightning's launcher resume the same run
             self.segment, self.earlier = next_segment(Path(run_dir)), earlier_segments(Path(run_dir))
@@ -286,7 +287,7 @@ class Sapiens2CLI(LightningCLI):
             check_fresh(self.run_dir)
         hub = hub_access_problems(config.hub.push_to_hub, config.hub.private, later=self.run_dir / "export")
         if hub:  # asked of the Hub before any work (the id's form and a login: check_config)
-            raise SystemExit(str(ConfigProblems(hub)))
+            raise ConfigProblems(hub)
         fetch_pretrained(config.model.get("pretrained"), config.get("init_from"))
         claim(self.run_dir)
         trainer = config.trainer
@@ -348,15 +349,17 @@ class Sapiens2CLI(LightningCLI):
         return yaml.safe_load(self.parser.dump(self.config, skip_validation=True))
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """Parse, fit, validate the final weights, write the summary; returns the summary.
+def train(argv: list[str] | None = None, parser_exits: bool = True) -> dict | None:
+    """Parse, fit, validate the final weights, write the summary; returns the summary (``--list-configs``: prints
+    the recipes, returns None). ``parser_exits``: the parser's own errors (an unknown key, a wrong type) print its
+    usage and end the process, as on the command line; False: they are a ``BadConfig`` (the Python API).
 
     The run directory reaches the ranks Lightning launches through ``RUN_DIR_ENV``; it is put back as it was
     when the run ends, so that a later run in this process (``sapiens2_ft.train`` twice) starts a run of its own.
     """
     inherited = os.environ.get(RUN_DIR_ENV)
     try:
-        return _main(argv)
+        return _train(argv, parser_exits)
     finally:
         if inherited is None:
             os.environ.pop(RUN_DIR_ENV, None)
@@ -364,27 +367,31 @@ def main(argv: list[str] | None = None) -> dict:
             os.environ[RUN_DIR_ENV] = inherited
 
 
-def _main(argv: list[str] | None) -> dict:
+main = console_command(train)  # train.py, `sapiens2-ft train`: an error is its message and exit status 1
+
+
+def _train(argv: list[str] | None, parser_exits: bool) -> dict | None:
     argv = sys.argv[1:] if argv is None else argv
     if "--list-configs" in argv:
         print(format_config_list())
-        raise SystemExit(0)
+        return None
     given = list(argv)
     argv = resolve_config_args(argv)
     # sys.argv stays as it is: Lightning's launcher starts the other ranks by re-running it.
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
-    cli = Sapiens2CLI(task_of(argv), args=argv, run=False, seed_everything_default=0, save_config_callback=SaveRecipe,
-                      save_config_kwargs={"overwrite": True}, auto_configure_optimizers=False)
+    try:
+        cli = Sapiens2CLI(task_of(argv), args=argv, run=False, seed_everything_default=0,
+                          save_config_callback=SaveRecipe, save_config_kwargs={"overwrite": True},
+                          auto_configure_optimizers=False, parser_kwargs={"exit_on_error": parser_exits})
+    except ArgumentError as err:  # parser_exits False: the parser's message, raised
+        raise BadConfig(str(err)) from None
     trainer, model, data = cli.trainer, cli.model, cli.datamodule
     set_tf32(cli.config.tf32)
     checkpoint = None
     if cli.resume is not None:
         info = cli.resume
-        try:
-            check_compatible(info.path, info.task, info.labels, model.task, model.labels, "--resume",
-                             task_spec(model.task).model.label_kind)
-        except CheckpointError as err:
-            raise SystemExit(str(err)) from None
+        check_compatible(info.path, info.task, info.labels, model.task, model.labels, "--resume",
+                         task_spec(model.task).model.label_kind)
         checkpoint = str(info.path)
         if trainer.is_global_zero:
             print(f"resuming {info.describe()}: restores the model, optimiser, lr schedule, loop state"
@@ -397,12 +404,12 @@ def _main(argv: list[str] | None) -> dict:
     started = time.time()
     try:
         trainer.fit(model, datamodule=data, ckpt_path=checkpoint, weights_only=True)
-    except CheckpointSaveError as err:  # the message says it all (path, size, free space); every rank stops
+    except CheckpointSaveError:  # the message says it all (path, size, free space); every rank stops
         close_dashboards(trainer, exit_code=1)
-        raise SystemExit(str(err)) from None
+        raise
     except DataError as err:  # names the file, the record and the field
         close_dashboards(trainer, exit_code=1)
-        raise SystemExit(f"data: {err}") from None
+        raise err.with_message(f"data: {err}") from None
     except Preempted as stop:  # last.ckpt is written; requeue (SLURM) and exit with a status that asks for a rerun
         close_dashboards(trainer)
         preemption = cli.config.preemption
@@ -410,7 +417,7 @@ def _main(argv: list[str] | None) -> dict:
             requeued = requeue_slurm_job() if preemption.requeue else "not requeued (preemption.requeue: false)"
             print(f"preempted: {stop}; {requeued}; continue with {resume_hint(cli.run_dir)} "
                   f"(exit status {preemption.exit_code})")
-        raise SystemExit(preemption.exit_code) from None
+        raise RunPreempted(str(stop), preemption.exit_code) from None
     except BaseException:
         close_dashboards(trainer, exit_code=1)
         raise
@@ -418,10 +425,7 @@ def _main(argv: list[str] | None) -> dict:
     if artifacts.last_validated_step != trainer.global_step:
         trainer.validate(model, datamodule=data, verbose=False)
     if artifacts.last_saved_step != trainer.global_step:  # steps after the last validation: keep them too
-        try:
-            trainer.save_checkpoint(cli.run_dir / LAST_CHECKPOINT)
-        except CheckpointSaveError as err:
-            raise SystemExit(str(err)) from None
+        trainer.save_checkpoint(cli.run_dir / LAST_CHECKPOINT)  # CheckpointSaveError: its message says it all
     guard = next(c for c in trainer.callbacks if isinstance(c, NonFiniteGuard))
     summary = artifacts.write_summary(trainer, model, data, wall_time_s=time.time() - started, extra={
         "git_commit": commit, "non_finite_skipped_steps": guard.skipped, "non_finite_events": guard.events,
@@ -459,7 +463,7 @@ def finish_run(run_dir: Path, summary: dict, monitor: str, export: bool, hub=Non
                                            if isinstance(v, (int, float))))
     print("final metrics: " + "  ".join(f"{k}={v:.4f}" for k, v in summary["metrics"].items()))
     if refused:
-        raise SystemExit(refused)
+        raise HubError(refused)
 
 
 def leave_process_group(trainer) -> None:

@@ -32,7 +32,7 @@ import yaml
 
 from datamodules.boundary.files import read_yaml
 from datamodules.boundary.urls import scheme_of
-from datamodules.errors import DataError, RefusedInput
+from datamodules.errors import BadConfig, DataError, NotFound, Refused, RefusedInput
 
 ALLOWED_PREFIXES = ("sapiens2_ft.", "datamodules.", "lightning.", "torch.optim.", "torchmetrics.")
 ALLOWED_FUNCTIONS = (
@@ -145,23 +145,24 @@ def recipe_problems(config) -> list[str]:
 
 def refuse(problems: list[str], source: str) -> None:
     if problems:
-        raise SystemExit(f"{source} names code it may not run: " + "; ".join(problems)
-                         + f". Only classes of the allowed modules and the listed functions are; to allow your own "
+        raise Refused(f"{source} names code it may not run: " + "; ".join(problems)
+                      + f". Only classes of the allowed modules and the listed functions are; to allow your own "
                            f"module, set {ALLOW_ENV}=your_module. in the environment (docs/reliability.md).")
 
 
 def load_recipe(path: str | Path) -> dict:
-    """A config file as plain YAML data (no tags); SystemExit naming the file otherwise."""
+    """A config file as plain YAML data (no tags); a BadConfig (NotFound, RefusedInput) naming the file otherwise."""
     try:
         data = read_yaml(path)
     except yaml.YAMLError as err:
-        raise SystemExit(f"{path}: not a plain YAML recipe ({' '.join(str(err).split())})") from None
+        raise BadConfig(f"{path}: not a plain YAML recipe ({' '.join(str(err).split())})") from None
     except OSError as err:
-        raise SystemExit(f"{path}: cannot read the config ({err.strerror})") from None
+        kind = NotFound if isinstance(err, FileNotFoundError) else BadConfig
+        raise kind(f"{path}: cannot read the config ({err.strerror})") from None
     except DataError as err:  # a FIFO, a file above the size limit, a YAML bomb
-        raise SystemExit(f"config {err}") from None
+        raise err.with_message(f"config {err}") from None
     if data is not None and not isinstance(data, dict):
-        raise SystemExit(f"{path}: a recipe is a YAML mapping of keys, got a {type(data).__name__}")
+        raise BadConfig(f"{path}: a recipe is a YAML mapping of keys, got a {type(data).__name__}")
     return data or {}
 
 
@@ -189,8 +190,8 @@ def check_class_paths(config: dict) -> None:
     refused = [(key, path) for key, path in class_paths(config) if not path.startswith(prefixes)]
     if refused:
         listing = "; ".join(f"{key}: {path}" for key, path in refused)
-        raise SystemExit(f"config refers to classes outside the allowed modules ({', '.join(prefixes)}): {listing}. "
-                         f"To allow your own module, set {ALLOW_ENV}=your_module. in the environment.")
+        raise Refused(f"config refers to classes outside the allowed modules ({', '.join(prefixes)}): {listing}. "
+                      f"To allow your own module, set {ALLOW_ENV}=your_module. in the environment.")
 
 
 def function_values(value, where: str = "") -> list[tuple[str, str]]:
@@ -212,6 +213,6 @@ def check_parsed_recipe(config: dict) -> None:
     check_class_paths(config)
     refused = [f"{key}: {name}" for key, name in function_values(config) if not allowed_function(name)]
     if refused:
-        raise SystemExit(f"config gives functions off the allowed list ({', '.join(ALLOWED_FUNCTIONS)}): "
-                         + "; ".join(refused) + f". To allow your own module, set {ALLOW_ENV}=your_module. in the "
-                           "environment.")
+        raise Refused(f"config gives functions off the allowed list ({', '.join(ALLOWED_FUNCTIONS)}): "
+                      + "; ".join(refused) + f". To allow your own module, set {ALLOW_ENV}=your_module. in the "
+                        "environment.")

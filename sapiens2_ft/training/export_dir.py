@@ -20,7 +20,7 @@ from typing import Iterator
 from datamodules.boundary.files import read_json
 from datamodules.boundary.folders import files_under, handed_file, link_on_the_way, links_under
 from datamodules.boundary.writes import write_json
-from datamodules.errors import RefusedInput
+from datamodules.errors import Refused, RefusedInput
 
 MANIFEST_FILE = "export_manifest.json"
 EXPORT_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json", "preprocessor_config.json",
@@ -28,7 +28,7 @@ EXPORT_PATTERNS = ("config.json", "*.safetensors", "model.safetensors.index.json
                    "LICENSE-sapiens2.md", "predictions.png")
 
 
-class ExportFolderError(ValueError):
+class ExportFolderError(Refused, ValueError):
     """The folder asked for holds files an export did not write; the message lists some and says what to do."""
 
 

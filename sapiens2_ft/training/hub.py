@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from datamodules.errors import RefusedInput
+from datamodules.errors import Refused, RefusedInput
 from sapiens2_ft.training.export_dir import export_files
 from sapiens2_ft.training.model_card import CARD_FILE, public_card
 
@@ -34,7 +34,7 @@ class HubConfig:
     private: bool = False
 
 
-class HubError(RuntimeError):
+class HubError(Refused, RuntimeError):
     """The Hub refused or could not be reached; the message is one line that says what to do."""
 
 

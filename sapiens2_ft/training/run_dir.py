@@ -23,6 +23,7 @@ from pathlib import Path
 
 from datamodules.boundary.files import read_head, read_text
 from datamodules.boundary.limits import MAX_FILE_BYTES
+from datamodules.errors import BadInput, NotFound, Refused
 from sapiens2_ft.models.checkpoints import CheckpointError, is_distributed_checkpoint, read_info
 
 RUN_DIR_ENV = "SAPIENS2_FT_RUN_DIR"
@@ -142,7 +143,7 @@ def unreadable_reason(path: Path) -> str | None:
 
 def newest_readable(run_dir: Path) -> Path | None:
     """The first readable checkpoint of :func:`checkpoint_candidates`, printing each one skipped and why; None when
-    the run has none; SystemExit when it has some and none is readable."""
+    the run has none; BadInput when it has some and none is readable."""
     candidates = checkpoint_candidates(run_dir)
     skipped = []
     for candidate in candidates:
@@ -154,8 +155,8 @@ def newest_readable(run_dir: Path) -> Path | None:
         skipped.append(f"{candidate}: {reason}")
         print(f"--resume: skipping {candidate}, unreadable or incomplete: {reason}")
     if skipped:
-        raise SystemExit(f"--resume: no readable checkpoint in {run_dir}:\n  " + "\n  ".join(skipped)
-                         + "\nstart a new run with another --run_dir, or --init_from an exported model")
+        raise BadInput(f"--resume: no readable checkpoint in {run_dir}:\n  " + "\n  ".join(skipped)
+                       + "\nstart a new run with another --run_dir, or --init_from an exported model")
     return None
 
 
@@ -188,7 +189,7 @@ def resolve_resume(resume: str, run_dir: str | None, config_name: str) -> tuple[
 
     ``auto`` takes ``run_dir`` when given (or inherited by a launched rank), else this torchrun / SLURM job's
     own run when it has a checkpoint (a restart, a requeue), else the latest run of the config; outside a job and
-    without ``run_dir`` it is refused (SystemExit, :func:`auto_outside_a_job`): a finished run is never picked
+    without ``run_dir`` it is refused (``Refused``, :func:`auto_outside_a_job`): a finished run is never picked
     silently. A PATH is a run directory, or a checkpoint (file or distributed directory) whose run
     directory is the one above its ``checkpoints/`` folder. Of a run directory the newest readable checkpoint
     is taken (:func:`newest_readable`); a checkpoint given by path must be readable itself.
@@ -197,7 +198,7 @@ def resolve_resume(resume: str, run_dir: str | None, config_name: str) -> tuple[
         named = run_dir or os.environ.get(RUN_DIR_ENV)
         job = job_run_dir(config_name)  # a restarted or requeued job continues its own run
         if not named and job is None:
-            raise SystemExit(auto_outside_a_job(config_name))
+            raise Refused(auto_outside_a_job(config_name))
         job = job if job is not None and checkpoint_candidates(job) else None
         chosen = named or job or latest_run(config_name)
         checkpoint = newest_readable(Path(chosen)) if chosen else None
@@ -206,14 +207,14 @@ def resolve_resume(resume: str, run_dir: str | None, config_name: str) -> tuple[
     if path.is_dir() and not is_distributed_checkpoint(path) and checkpoint_candidates(path):
         return newest_readable(path), path
     if not path.exists():
-        raise SystemExit(f"--resume: {path} does not exist (give a checkpoint, a run directory, or 'auto')")
+        raise NotFound(f"--resume: {path} does not exist (give a checkpoint, a run directory, or 'auto')")
     if path.is_dir() and not is_distributed_checkpoint(path):
-        raise SystemExit(f"--resume: {path} holds no {LAST_CHECKPOINT} (the run stopped before its first "
-                         "checkpoint?) and is not a checkpoint itself; start a new run with another --run_dir")
+        raise NotFound(f"--resume: {path} holds no {LAST_CHECKPOINT} (the run stopped before its first "
+                       "checkpoint?) and is not a checkpoint itself; start a new run with another --run_dir")
     reason = unreadable_reason(path)
     if reason is not None:
-        raise SystemExit(f"--resume: {path} is unreadable or incomplete: {reason}; give another checkpoint, or its "
-                         "run directory to take the newest readable one")
+        raise BadInput(f"--resume: {path} is unreadable or incomplete: {reason}; give another checkpoint, or its "
+                       "run directory to take the newest readable one")
     owner = path.parent.parent if path.parent.name == "checkpoints" else Path(run_dir or default_run_dir(config_name))
     return path, owner
 
@@ -288,15 +289,15 @@ def check_fresh(run_dir: Path) -> None:
     :data:`RUN_MARKER`, which :func:`claim` writes first into every run directory)."""
     taken = [name for name in (SUMMARY_FILE, "checkpoints") if (run_dir / name).exists()]
     if taken:
-        raise SystemExit(f"run directory {run_dir} already holds a run ({', '.join(taken)}); "
-                         f"pass another --run_dir, or --resume {run_dir} to continue it")
+        raise Refused(f"run directory {run_dir} already holds a run ({', '.join(taken)}); "
+                      f"pass another --run_dir, or --resume {run_dir} to continue it")
     if run_dir.exists() and not run_dir.is_dir():
-        raise SystemExit(f"--run_dir {run_dir} is a file; give a new or empty folder")
+        raise BadInput(f"--run_dir {run_dir} is a file; give a new or empty folder")
     others = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
     if others and RUN_MARKER not in others:
-        raise SystemExit(f"--run_dir {run_dir} is not a run directory: it holds other files ({', '.join(others[:5])}"
-                         f"{' ...' if len(others) > 5 else ''}) that a run would write over; give a new or empty "
-                         "folder")
+        raise Refused(f"--run_dir {run_dir} is not a run directory: it holds other files ({', '.join(others[:5])}"
+                      f"{' ...' if len(others) > 5 else ''}) that a run would write over; give a new or empty "
+                      "folder")
 
 
 def claim(run_dir: Path) -> None:

@@ -13,7 +13,9 @@ import pytest
 
 import sapiens2_ft
 from sapiens2_ft import predict as predict_cli
+from datamodules.errors import BadConfig, BadInput, NotFound, Sapiens2FTError
 from sapiens2_ft.api import CommandError, override_args
+from sapiens2_ft.problems import ArgumentProblems
 
 
 def test_overrides_become_command_line_keys():
@@ -47,20 +49,20 @@ def test_train_load_predict_pose_as_the_command_does(api_pose_run, tiny_coco, tm
     images = tiny_coco / "val2017"
     boxes = [[a["bbox"] for a in coco["annotations"] if a["image_id"] == im["id"]] for im in coco["images"]]
     results = predictor.predict(images, boxes=boxes)
-    assert [r["name"] for r in results] == [im["file_name"] for im in coco["images"]]
-    assert [len(r["people"]) for r in results] == [len(b) for b in boxes]
+    assert [r.name for r in results] == [im["file_name"] for im in coco["images"]]
+    assert [len(r.people) for r in results] == [len(b) for b in boxes]
     predict_cli.main(["--model", summary["export"], "--input", str(images), "--out", str(tmp_path),
                       "--boxes", str(ann_file)])
     written = json.loads((tmp_path / "keypoints.json").read_text())
     ours = np.array([np.concatenate([p["points"], p["scores"][:, None]], 1).reshape(-1)
-                     for r in results for p in r["people"]])
+                     for r in results for p in r.people])
     theirs = np.array([w["keypoints"] for w in written])
     np.testing.assert_allclose(ours, theirs, atol=0.006)  # points written to 0.01 px
     assert (ours[:, 2::3] == theirs[:, 2::3]).all()  # scores: the same numbers (tests/apps/test_keypoint_scores.py)
     arrays = [cv2.cvtColor(cv2.imread(str(images / im["file_name"])), cv2.COLOR_BGR2RGB) for im in coco["images"]]
     again = predictor.predict(arrays, boxes=boxes)
-    assert again[0]["name"] is None
-    np.testing.assert_allclose(again[1]["people"][0]["points"], results[1]["people"][0]["points"])
+    assert again[0].name is None
+    np.testing.assert_allclose(again[1].people[0]["points"], results[1].people[0]["points"])
 
 
 @pytest.mark.slow  # two training runs
@@ -87,11 +89,11 @@ def test_load_a_checkpoint_and_predict_a_dense_task(seg_checkpoint, dense_root, 
     image = next((dense_root / "val" / "images").iterdir())
     [result] = predictor.predict([image])
     height, width = cv2.imread(str(image)).shape[:2]
-    assert result["maps"]["logits"].shape == (29, height, width)
-    np.testing.assert_array_equal(result["files"][".png"], result["maps"]["logits"].argmax(0))
+    assert result.maps["logits"].shape == (29, height, width)
+    np.testing.assert_array_equal(result.files[".png"], result.maps["logits"].argmax(0))
     predict_cli.main(["--model", str(seg_checkpoint), "--input", str(image), "--out", str(tmp_path)])
     written = cv2.imread(str(tmp_path / f"{image.stem}.png"), cv2.IMREAD_UNCHANGED)
-    np.testing.assert_array_equal(written, result["files"][".png"])
+    np.testing.assert_array_equal(written, result.files[".png"])
     with pytest.raises(ValueError, match="boxes are for pose models"):
         predictor.predict([image], boxes=[[[0, 0, 10, 10]]])
     with pytest.raises(ValueError, match=r"image 0: expected an RGB uint8 array"):
@@ -107,9 +109,72 @@ def test_export_is_the_module_and_the_function(seg_checkpoint, tmp_path):
 
 
 def test_errors_are_exceptions(tmp_path):
-    with pytest.raises(CommandError, match="train: config 'no_such_recipe.yaml' not found"):
+    """The library's typed errors, not the commands' exits: a notebook's ``except Exception`` catches them."""
+    with pytest.raises(NotFound, match="^config 'no_such_recipe.yaml' not found"):
         sapiens2_ft.train("no_such_recipe.yaml")
-    with pytest.raises(CommandError, match="load: --model: '.*missing' does not exist"):
+    with pytest.raises(BadConfig, match="trainer__no_such_key|trainer.no_such_key"):  # the parser's: no exit
+        sapiens2_ft.train("pose_demo.yaml", trainer__no_such_key=1)
+    with pytest.raises(NotFound, match="--model: '.*missing' does not exist"):
         sapiens2_ft.load(tmp_path / "missing")
+    with pytest.raises(BadInput, match=r"^precision: one of auto, fp32, bf16, got 'fp16'$"):
+        sapiens2_ft.load(tmp_path / "missing", precision="fp16")
+    assert CommandError is Sapiens2FTError  # the name of earlier releases catches them all
     with pytest.raises(AttributeError, match="has no attribute 'trian'"):
         sapiens2_ft.trian
+
+
+@pytest.fixture(scope="module")
+def pose(tiny_pose308_dir):
+    return sapiens2_ft.load(tiny_pose308_dir, device="cpu")
+
+
+IMAGE = np.full((64, 48, 3), 127, np.uint8)
+
+
+@pytest.mark.parametrize("boxes,message", [
+    ([[np.nan, 0, -5, 1e30]], r"boxes of image 1, row 0: 'bbox' must be \[x, y, w, h\] of finite numbers, got "
+                              r"\[nan, 0.0, -5.0, 1e\+30\]"),
+    ([[2, 2, 20, 30], [0, 0, 0, 10]], r"boxes of image 1, row 1: 'bbox' \[x, y, w, h\] needs w, h > 0 and values "
+                                      r"within \+-1e\+06 pixels, got \[0.0, 0.0, 0.0, 10.0\]"),
+    ([[0, 0, 5, 2e6]], r"boxes of image 1, row 0: .* needs w, h > 0 and values within \+-1e\+06 pixels"),
+    ([[0, 0, 5, 5, np.inf]], r"boxes of image 1, row 0: 'score' must be a finite number, got inf"),
+    ([[0, 0, 5]], r"boxes of image 1: expected \[x, y, w, h\] or \[x, y, w, h, score\] rows, got shape \(1, 3\)"),
+])
+def test_a_bad_box_is_an_error_naming_it_as_a_boxes_file_s_would_be(pose, boxes, message):
+    """Issue 61: NaN, infinite, huge and zero-size boxes gave NaN keypoints (and divide-by-zero warnings), no error.
+    The rule is the ``--boxes`` file's (``predict.boxes.box_problem``), for arrays, a callable's and a stream's."""
+    given = [np.array([[0, 0, 48, 64]]), np.array(boxes, dtype=np.float64)]
+    with pytest.raises(BadInput, match=message):
+        pose.predict([IMAGE, IMAGE], boxes=given)
+    with pytest.raises(BadInput, match=message):
+        pose.predict([IMAGE, IMAGE], boxes=lambda images: given)
+    with pytest.raises(BadInput, match=message):
+        list(pose.stream([IMAGE, IMAGE], boxes=given, batch_size=1))
+
+
+def test_the_api_checks_its_arguments_with_the_command_s_words(pose, tiny_pose308_dir, tmp_path):
+    """One check for both: every problem at once, each worded as predict's (its flag without the dashes)."""
+    cv2.imwrite(str(tmp_path / "a.png"), IMAGE)
+    with pytest.raises(SystemExit) as command:
+        predict_cli.main(["--model", str(tiny_pose308_dir), "--input", str(tmp_path / "a.png"),
+                          "--out", str(tmp_path / "out"), "--batch_size", "0", "--focal", "-3"])
+    with pytest.raises(ArgumentProblems) as api:
+        pose.predict([IMAGE], boxes=[np.zeros((0, 4))], batch_size=0, focal=-3.0)
+    assert api.value.problems[:2] == [p.removeprefix("  - --") for p in str(command.value.code).splitlines()[1:]]
+    assert api.value.problems[2] == "focal is for pointmap models; pose do not take a focal"
+    with pytest.raises(BadInput, match=r"^boxes: 1 entries for 2 images \(one array per image\)$"):
+        pose.predict([IMAGE, IMAGE], boxes=[np.zeros((0, 4))])
+    with pytest.raises(BadInput, match=r"^image 0: expected an RGB uint8 array \(H, W, 3\) of at least one pixel"):
+        pose.predict([np.zeros((0, 48, 3), np.uint8)], boxes="whole_image")
+    with pytest.raises(BadInput, match=r"^boxes: 'whole' is not a box source"):
+        pose.predict([IMAGE], boxes="whole")
+    with pytest.raises(ArgumentProblems, match="fps: frames per second must be > 0, got 0"):
+        next(pose.stream([IMAGE], fps=0, boxes="whole_image"))
+
+
+def test_bf16_autocast_is_one_rule_for_predict_the_api_and_the_app():
+    from sapiens2_ft.predict.options import uses_bf16
+
+    assert [uses_bf16(*case) for case in [("auto", "cuda"), ("auto", "cpu"), ("auto", "cuda", "onnxruntime"),
+                                          ("bf16", "cpu"), ("fp32", "cuda"), ("auto", "cuda:1")]] == [
+        True, False, False, True, False, True]

@@ -20,6 +20,7 @@ from bombs import write_bombs
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
+from datamodules.errors import BadInput, Refused
 from sapiens2_ft import predict
 from sapiens2_ft.app import cli
 
@@ -177,9 +178,9 @@ def test_space_keeps_the_options_and_refuses_local_files_it_cannot_hold(tiny_det
     assert repr([hub_model]) in app and repr(["--max_frames", "50"]) in app  # the port is the Space's
     assert not (space / "models").exists() and f"- {hub_model}" in (space / "README.md").read_text()
     assert (space / "LICENSE-sapiens2-ft").read_text().lstrip().startswith("Apache License")
-    with pytest.raises(SystemExit, match="is not empty"):
+    with pytest.raises(Refused, match="is not empty"):
         write_space(space, [hub_model], argv)
-    with pytest.raises(SystemExit, match=f"--detector {tiny_detector_dir} is a local file; a Space has only its folder"):
+    with pytest.raises(BadInput, match=f"--detector {tiny_detector_dir} is a local file; a Space has only its folder"):
         write_space(tmp_path / "other", [hub_model], ["--detector", str(tiny_detector_dir)])
 
 

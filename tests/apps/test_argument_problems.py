@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from datamodules.errors import BadInput
 from sapiens2_ft import evaluate, export, memory, predict
 from sapiens2_ft.convert.__main__ import main as convert
-from sapiens2_ft.problems import Problems
+from sapiens2_ft.problems import ArgumentProblems, Problems
 
 
 def message(command, argv: list[str]) -> str:
@@ -54,12 +55,13 @@ def test_the_other_commands_collect_theirs(tmp_path, capsys):
         in err and "no_such_set" in err and "--rename 'nose': expected OLD=NEW" in err
 
 
-def test_problems_collects_and_exits_only_when_there_is_one():
+def test_problems_collects_and_raises_only_when_there_is_one():
     problems = Problems()
     assert problems.check(True, "never") and not problems.check(False, "--a: wrong")
-    with pytest.raises(SystemExit, match=r"^--a: wrong$"):
-        problems.exit()
+    with pytest.raises(ArgumentProblems, match=r"^--a: wrong$"):
+        problems.raise_any()
     problems.append("--b: wrong too")
-    with pytest.raises(SystemExit, match=r"^2 problems in the arguments:\n  - --a: wrong\n  - --b: wrong too$"):
-        problems.exit()
-    Problems().exit()  # none: nothing happens
+    with pytest.raises(BadInput, match=r"^2 problems in the arguments:\n  - --a: wrong\n  - --b: wrong too$") as err:
+        problems.raise_any()
+    assert err.value.problems == ["--a: wrong", "--b: wrong too"]
+    Problems().raise_any()  # none: nothing happens

@@ -10,6 +10,7 @@ import json
 import pytest
 import torch
 
+from datamodules.errors import BadInput
 from sapiens2_ft import check_data, export
 from sapiens2_ft.models.detector import DetectorError, PersonDetector
 from sapiens2_ft.predict import cli as predict
@@ -29,7 +30,7 @@ from sapiens2_ft.training import cli as train
 def test_bad_boxes_are_named_before_anything_runs(tmp_path, boxes, message):
     path = tmp_path / "boxes.json"
     path.write_text(json.dumps(boxes))  # NaN and Infinity as Python's json writes (and reads) them
-    with pytest.raises(SystemExit, match=rf"--boxes {path}: {message}"):
+    with pytest.raises(BadInput, match=rf"--boxes {path}: {message}"):
         read_boxes(path, ["a.jpg"])
 
 

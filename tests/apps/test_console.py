@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from datamodules.errors import NotFound
 from sapiens2_ft import console, resources
 from sapiens2_ft.models.factory import resolve_pretrained
 from sapiens2_ft.training.cli import CONFIG_DIR, main as train_main, resolve_config_args
@@ -24,7 +25,8 @@ ENTRY_POINTS = {"train": "sapiens2_ft.training.cli", "predict": "sapiens2_ft.pre
 def test_help_lists_every_command_without_loading_the_stack():
     code = ("import sys; from sapiens2_ft.console import main; status = main(['--help']); "
             "print('loaded:', sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'lightning', "
-            "'transformers') or m.startswith('sapiens2_ft.') and m not in ('sapiens2_ft.console',))); "
+            "'transformers') or m.startswith('sapiens2_ft.') and m not in ('sapiens2_ft.console', "
+            "'sapiens2_ft.exits'))); "  # the edge: a message and an exit status for an error (tests/test_exits.py)
             "print('status:', status)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert "loaded: []" in out and "status: 0" in out
@@ -64,9 +66,8 @@ def test_unknown_and_missing_commands(monkeypatch, capsys):
 def test_list_configs(capsys):
     assert console.main(["train", "--list-configs"]) == 0
     listing = capsys.readouterr().out
-    with pytest.raises(SystemExit) as exit_info:  # python train.py --list-configs prints the same
-        train_main(["--list-configs"])
-    assert exit_info.value.code == 0 and capsys.readouterr().out == listing
+    assert train_main(["--list-configs"]) is None  # python train.py --list-configs prints the same, status 0
+    assert capsys.readouterr().out == listing
     rows = {line.split()[0]: (line.split(None, 1) + [""])[1] for line in listing.splitlines()[1:]}
     expected = sorted(p.name for p in CONFIG_DIR.glob("*.yaml")) + sorted(
         f"strategy/{p.name}" for p in (CONFIG_DIR / "strategy").glob("*.yaml"))
@@ -81,7 +82,7 @@ def test_config_names_resolve_from_another_folder_and_a_users_file_wins(tmp_path
     assert resolve_config_args(["--config=strategy/ddp"]) == [f"--config={CONFIG_DIR / 'strategy' / 'ddp.yaml'}"]
     (tmp_path / "pose_demo.yaml").write_text("task: pose\n")
     assert resolve_config_args(["--config", "pose_demo.yaml"]) == ["--config", "pose_demo.yaml"]
-    with pytest.raises(SystemExit, match="config 'nope.yaml' not found"):
+    with pytest.raises(NotFound, match="config 'nope.yaml' not found"):
         resolve_config_args(["--config", "nope.yaml"])
 
 

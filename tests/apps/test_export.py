@@ -15,6 +15,7 @@ from pycocotools.coco import COCO
 from transformers import AutoModelForPoseEstimation, AutoModelForSemanticSegmentation
 from transformers.image_processing_utils import ImageProcessingMixin
 
+from datamodules.errors import BadInput
 from datamodules.keypoints.metainfo import load_metainfo, parse_metainfo
 from datamodules.transforms import affine
 from sapiens2_ft import predict
@@ -150,7 +151,7 @@ def test_boxes_match_the_relative_path_then_a_unique_bare_name(tiny_coco):
     ids, boxes = read_boxes(gt_file, ["c/000000.jpg", "d/000001.jpg"])  # gt names are bare
     assert ids == {"c/000000.jpg": 1, "d/000001.jpg": 2}
     assert boxes["d/000001.jpg"] == [[*a["bbox"], 1.0] for a in gt["annotations"] if a["image_id"] == 2]
-    with pytest.raises(SystemExit, match=r"'000000.jpg' is ambiguous: images \['a/000000.jpg', 'b/000000.jpg'\]"):
+    with pytest.raises(BadInput, match=r"'000000.jpg' is ambiguous: images \['a/000000.jpg', 'b/000000.jpg'\]"):
         read_boxes(gt_file, ["a/000000.jpg", "b/000000.jpg", "000001.jpg"])
 
 

@@ -49,7 +49,7 @@ def test_the_same_scores_through_predict_the_api_the_app_and_onnx(exported, tiny
     folder = tiny_coco / "val2017"
     predictor = sapiens2_ft.load(export_dir)
     assert predictor.inference.sigma == (1.6 if loss == "heatmap_ce" else 2.0)  # the run's, from its export
-    api = [p for r in predictor.predict(folder, boxes=boxes) for p in r["people"]]
+    api = [p for r in predictor.predict(folder, boxes=boxes) for p in r.people]
     predict_cli.main(["--model", str(export_dir), "--input", str(folder), "--out", str(tmp_path / "out"),
                       "--boxes", str(ann_file)])
     written = json.loads((tmp_path / "out" / "keypoints.json").read_text())

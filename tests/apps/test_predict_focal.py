@@ -60,9 +60,9 @@ def test_predict_focal_rescales_the_metric_points(pointmap_module, dense_root, t
     predictor = api.load(model)
     height = predictor.inference.input_size[0]  # the letterbox fits the height: fx * height / image height
     known_scale = predictor.inference.canonical_focal / (float(K[0, 0]) * height / image.shape[0])
-    expected = float(predictor.predict(image)[0]["maps"]["scale"]) / known_scale
+    expected = float(predictor.predict(image)[0].maps["scale"]) / known_scale
     assert np.allclose(ratio, expected, rtol=1e-4)  # predicted over known scale, on every point
-    via_api = predictor.predict(image, focal=float(K[0, 0]))[0]["files"][".npy"]
+    via_api = predictor.predict(image, focal=float(K[0, 0]))[0].files[".npy"]
     # one image a batch here, two in the CLI run: float32 sums differ by ~3e-6 m on points up to ~2 m
     assert np.allclose(via_api, np.load(known / f"{name}.npy"), rtol=1e-4, atol=2e-5)
 

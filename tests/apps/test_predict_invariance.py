@@ -34,7 +34,7 @@ BOXES = [np.array([[10.0, 20.0, 80.0, 150.0, 0.9]]),
 
 
 def points(result: dict) -> np.ndarray:
-    return np.array([p["points"] for p in result["people"]])
+    return np.array([p["points"] for p in result.people])
 
 
 def test_each_image_keeps_its_own_boxes_over_several_chunks(pose, photos):
@@ -43,10 +43,10 @@ def test_each_image_keeps_its_own_boxes_over_several_chunks(pose, photos):
     chunked = pose.predict(photos, boxes=BOXES, batch_size=1)
     whole = pose.predict(photos, boxes=BOXES, batch_size=8)
     for boxes, one, all_at_once in zip(BOXES, chunked, whole):
-        assert [p["bbox"].tolist() for p in one["people"]] == boxes[:, :4].tolist()
+        assert [p["bbox"].tolist() for p in one.people] == boxes[:, :4].tolist()
         np.testing.assert_allclose(points(one), points(all_at_once), atol=SAME_PX)
     streamed = list(pose.stream(photos, boxes=BOXES, batch_size=2))
-    assert [[p["bbox"].tolist() for p in r["people"]] for r in streamed] == [b[:, :4].tolist() for b in BOXES]
+    assert [[p["bbox"].tolist() for p in r.people] for r in streamed] == [b[:, :4].tolist() for b in BOXES]
     for result, expected in zip(streamed, whole):
         np.testing.assert_allclose(points(result), points(expected), atol=SAME_PX)
 
@@ -56,7 +56,7 @@ def test_people_and_images_in_another_order_give_the_same_people(pose, photos):
     reordered = pose.predict(photos[::-1], boxes=[b[::-1] for b in BOXES[::-1]])[::-1]
     for result, other in zip(results, reordered):
         np.testing.assert_allclose(points(result), points(other)[::-1], atol=SAME_PX)
-        assert [p["score"] for p in result["people"]] == pytest.approx([p["score"] for p in other["people"]][::-1])
+        assert [p["score"] for p in result.people] == pytest.approx([p["score"] for p in other.people][::-1])
 
 
 def test_images_of_a_folder_are_named_whatever_their_order(pose, photos, tmp_path):
@@ -65,11 +65,11 @@ def test_images_of_a_folder_are_named_whatever_their_order(pose, photos, tmp_pat
     for name, photo in zip(["c.png", "a.png", "b.png"], photos):
         cv2.imwrite(str(tmp_path / name), photo[..., ::-1])
     folder = pose.predict(tmp_path, boxes=[BOXES[1], BOXES[2], BOXES[0]])  # a, b, c
-    assert [r["name"] for r in folder] == ["a.png", "b.png", "c.png"]
+    assert [r.name for r in folder] == ["a.png", "b.png", "c.png"]
     alone = {name: pose.predict(photo, boxes=[boxes])[0] for name, photo, boxes in
              zip(["c.png", "a.png", "b.png"], photos, BOXES)}
     for result in folder:
-        np.testing.assert_allclose(points(result), points(alone[result["name"]]), atol=SAME_PX)
+        np.testing.assert_allclose(points(result), points(alone[result.name]), atol=SAME_PX)
 
 
 def test_a_mirrored_photo_gives_mirrored_keypoints_with_left_and_right_swapped(pose, photos):

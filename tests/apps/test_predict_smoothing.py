@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import sapiens2_ft
+from datamodules.errors import BadInput
 from sapiens2_ft import predict
 from sapiens2_ft.predict.smoothing import (KeypointSmoother, MapBlend, OneEuroFilter, SmoothOptions,
                                            add_smooth_arguments, smooth_options)
@@ -99,7 +100,7 @@ def test_options_from_the_command_line_and_their_errors():
         (["--smooth", "--smooth_min_cutoff", "0"], True, True, "--smooth_min_cutoff: min_cutoff must be > 0"),
         (["--smooth_maps", "1.5"], True, False, r"--smooth_maps: map_weight must be in \(0, 1\]"),
     ]:
-        with pytest.raises(SystemExit, match=message):
+        with pytest.raises(BadInput, match=message):
             smooth_options(_args(*argv), video=video, pose=pose)
 
 
@@ -159,9 +160,9 @@ def test_predict_smooth_filters_the_keypoints_of_a_still_noisy_clip(pose_run, ti
     frames = sorted((tmp_path / "frames").iterdir())
     stream = list(sapiens2_ft.load(pose_run[0] / "export").stream(frames, fps=10, boxes="whole_image",
                                                                    smooth=SmoothOptions(beta=0.5), batch_size=3))
-    assert [(r["frame"], r["time"], r["name"]) for r in stream] == [(f, f / 10, str(p)) for f, p in enumerate(frames)]
-    assert all([p["track_id"] for p in r["people"]] == [0] for r in stream)
-    np.testing.assert_allclose([r["people"][0]["points"] for r in stream], smoothed, atol=0.006)
+    assert [(r.frame, r.time, r.name) for r in stream] == [(f, f / 10, str(p)) for f, p in enumerate(frames)]
+    assert all([p["track_id"] for p in r.people] == [0] for r in stream)
+    np.testing.assert_allclose([r.people[0]["points"] for r in stream], smoothed, atol=0.006)
 
 
 def test_stream_blends_dense_maps(seg_checkpoint, dense_root):
@@ -170,14 +171,14 @@ def test_stream_blends_dense_maps(seg_checkpoint, dense_root):
     predictor = sapiens2_ft.load(seg_checkpoint)
     image = cv2.imread(str(sorted((dense_root / "val" / "images").iterdir())[0]))[..., ::-1]
     frames = [np.ascontiguousarray(np.roll(image, 6 * k, axis=1)) for k in range(3)]
-    single = [r["maps"]["logits"] for r in predictor.predict(frames)]
+    single = [r.maps["logits"] for r in predictor.predict(frames)]
     stream = list(predictor.stream(iter(frames), smooth=SmoothOptions(keypoints=False, map_weight=0.5), batch_size=2))
     expected = single[0]
     for k, result in enumerate(stream):
         expected = single[0] if k == 0 else 0.5 * single[k] + 0.5 * expected
-        np.testing.assert_allclose(result["maps"]["logits"], expected, atol=1e-5)
-        np.testing.assert_array_equal(result["files"][".png"], expected.argmax(0))
-    assert not np.allclose(stream[2]["maps"]["logits"], single[2], atol=1e-3)
+        np.testing.assert_allclose(result.maps["logits"], expected, atol=1e-5)
+        np.testing.assert_array_equal(result.files[".png"], expected.argmax(0))
+    assert not np.allclose(stream[2].maps["logits"], single[2], atol=1e-3)
     with pytest.raises(ValueError, match="smooth: map_weight must be in"):
         next(predictor.stream(frames, smooth=SmoothOptions(map_weight=0.0)))
 
@@ -235,8 +236,8 @@ def test_a_track_is_smoothed_by_its_id_whatever_its_place_in_the_list(pose_run, 
     raw = list(predictor.stream([image] * 4, fps=10, boxes=boxes, batch_size=2))
     smooth = list(predictor.stream([image] * 4, fps=10, boxes=boxes, batch_size=2,
                                    smooth=SmoothOptions(min_cutoff=0.5, beta=0.0)))
-    assert [[p["track_id"] for p in r["people"]] for r in smooth] == [[0, 1], [1, 0], [0, 1], [1, 0]]
+    assert [[p["track_id"] for p in r.people] for r in smooth] == [[0, 1], [1, 0], [0, 1], [1, 0]]
     for unfiltered, filtered in zip(raw, smooth):
-        for p, q in zip(unfiltered["people"], filtered["people"]):
+        for p, q in zip(unfiltered.people, filtered.people):
             # the same crop in another batch position: float rounding apart (a blend: tens of pixels)
             np.testing.assert_allclose(q["points"], p["points"], atol=1e-3)

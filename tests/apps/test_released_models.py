@@ -13,6 +13,7 @@ from hub_cache import use_hub_cache
 
 import sapiens2_ft
 from datamodules.boundary.images import read_image
+from datamodules.errors import BadInput
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft import evaluate, predict
 from sapiens2_ft.api import CommandError
@@ -53,13 +54,13 @@ def test_another_set_is_the_rows_of_the_same_names(hub, tiny_coco, tmp_path):
     image = read_image(str(next((tiny_coco / "val2017").iterdir())))
     result = predictor.predict([image], boxes="whole_image")[0]
     assert predictor.labels == list(load_metainfo("coco17").keypoint_names)
-    assert result["people"][0]["points"].shape == (17, 2)
+    assert result.people[0]["points"].shape == (17, 2)
 
 
 def test_a_set_with_names_the_model_lacks_is_refused_by_name(hub, tmp_path):
     yaml_set = tmp_path / "mine.yaml"
     yaml_set.write_text("name: mine\nkeypoints: [nose, left_tail, right_tail]\nsigmas: [0.03, 0.05, 0.05]\n")
-    with pytest.raises(SystemExit, match=r"has no keypoint \['left_tail', 'right_tail'\] \(2 of the 3 asked for\)"):
+    with pytest.raises(BadInput, match=r"has no keypoint \['left_tail', 'right_tail'\] \(2 of the 3 asked for\)"):
         load_inference(RELEASED, tmp_path / "x", keypoints=str(yaml_set))
 
 
@@ -95,5 +96,5 @@ def test_without_a_detector_the_message_names_the_other_box_sources(tiny_pose308
 
 def test_openpose_25_from_the_released_model_lacks_only_mid_hip(hub, tmp_path):
     """The built-in OpenPose-25 set by name: the 308 rows hold 24 of its keypoints; the hips' midpoint is named."""
-    with pytest.raises(SystemExit, match=r"has no keypoint \['mid_hip'\] \(1 of the 25 asked for\)"):
+    with pytest.raises(BadInput, match=r"has no keypoint \['mid_hip'\] \(1 of the 25 asked for\)"):
         load_inference(RELEASED, tmp_path / "x", keypoints="openpose25")

@@ -18,6 +18,7 @@ from bombs import BOMBS, write_bombs
 from conftest import pose_run_args, write_coco
 from fake_hub import FakeHub
 
+from datamodules.errors import RefusedInput
 from sapiens2_ft import export, predict
 from sapiens2_ft.training.cli import main as train
 
@@ -110,7 +111,7 @@ def test_a_linked_secret_is_neither_copied_into_a_space_nor_uploaded(handed_expo
     else:  # no manifest: the files named as an export names them
         (handed_export / "export_manifest.json").unlink()
         (handed_export / "model-00002-of-00002.safetensors").symlink_to(token)
-    with pytest.raises(SystemExit, match=r"\.safetensors is a symbolic link \(to .*token\)"):
+    with pytest.raises(RefusedInput, match=r"\.safetensors is a symbolic link \(to .*token\)"):
         write_space(tmp_path / "space", [str(handed_export)], ["--model", str(handed_export)])
     assert not (tmp_path / "space").exists()
     hub = FakeHub(monkeypatch)

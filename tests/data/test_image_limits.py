@@ -14,11 +14,11 @@ import cv2
 import numpy as np
 import pytest
 
-from datamodules.boundary.images import header_size, read_image
+from datamodules.boundary.images import check_pixels, header_size, read_image
 from datamodules.boundary.limits import MAX_JSON_ENV, MAX_PIXELS_ENV
 from datamodules.coco_keypoints import read_coco
 from datamodules.data_check import DataReport, check_dense
-from datamodules.errors import DataError
+from datamodules.errors import DataError, RefusedInput
 from sapiens2_ft.convert import convert
 from sapiens2_ft.predict import cli as predict
 from sapiens2_ft.tasks.dense_data import dense_targets
@@ -49,8 +49,8 @@ def test_the_size_is_read_from_the_header_of_every_kind():
 def test_an_image_above_the_limit_is_refused_undecoded(tmp_path, monkeypatch, decoded):
     bomb = png_bomb(tmp_path / "bomb.png", 30000)
     assert bomb.stat().st_size < 200_000
-    with pytest.raises(DataError, match=r"bomb\.png: 30000x30000 pixels, above the limit of 100,000,000 \(raise "
-                                        r"it with SAPIENS2_FT_MAX_IMAGE_PIXELS"):
+    with pytest.raises(RefusedInput, match=r"bomb\.png: 30000x30000 pixels, above the limit of 100,000,000 \(raise "
+                                           r"it with SAPIENS2_FT_MAX_IMAGE_PIXELS"):
         read_image(str(bomb))
     small = tmp_path / "small.png"
     cv2.imwrite(str(small), np.zeros((20, 10, 3), np.uint8))
@@ -62,6 +62,25 @@ def test_an_image_above_the_limit_is_refused_undecoded(tmp_path, monkeypatch, de
     monkeypatch.setenv(MAX_PIXELS_ENV, "1e10")
     with pytest.raises(DataError, match=r"cannot read image .*huge\.png: above OpenCV's own limit of 100,000,000 "):
         read_image(str(png_bomb(tmp_path / "huge.png", 50000, valid=False)))
+
+
+def test_the_pixel_rule_is_one_function_the_decoder_and_the_web_demo_use():
+    """``check_pixels``: above the limit (not at it) is a refusal naming the image."""
+    check_pixels((100, 100), "at.png", 10_000)
+    with pytest.raises(RefusedInput, match=r"^image above\.png: 100x101 pixels, above the limit of 10,000 "):
+        check_pixels((100, 101), "above.png", 10_000)
+
+
+def test_the_web_demo_refuses_a_photo_by_the_boundary_s_rule(tmp_path):
+    """The demo's upload check words the boundary's rule for its page (its limit in megapixels, as pixels)."""
+    from sapiens2_ft.app.service import DemoError, Limits, check_photo
+
+    photo = tmp_path / "photo.png"
+    cv2.imwrite(str(photo), np.zeros((100, 100, 3), np.uint8))
+    check_photo(photo, Limits(max_megapixels=0.01))  # 10,000 pixels: at the limit
+    with pytest.raises(DemoError, match=r"^photo\.png: 100 x 100 pixels \(0 megapixels\) is more than this demo "
+                                        r"takes \(0\.0099\); send a smaller picture$"):
+        check_photo(photo, Limits(max_megapixels=0.0099))
 
 
 def test_predict_skips_an_oversized_image_by_name_and_predicts_the_others(seg_checkpoint, dense_root, tmp_path,

@@ -162,6 +162,36 @@ def test_the_cpu_path_of_your_data_runs_without_the_hub(world, tmp_path, monkeyp
     assert not (tmp_path / "empty-cache").exists() or not any((tmp_path / "empty-cache").rglob("*.safetensors"))
 
 
+API_PAGE = "docs/python_api.md"
+PYTHON_NOT_RUN_HERE = (  # (pattern of an example, why not here; where it is run instead)
+    (r"sapiens2_ft\.train\(", "fine-tunes the pose demo: tests/apps/test_api.py trains through sapiens2_ft.train, then "
+                              "loads and predicts with the export"),
+)
+
+
+def python_examples(page: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), flags=re.S)
+
+
+def test_the_python_api_examples_run_as_written(world, tmp_path, monkeypatch, capsys):
+    """docs/python_api.md's examples, in order in one namespace, on the released models' stand-ins and the photos:
+    the ``Result`` of each task, its ``save``, a stream and the typed errors, as the page shows them."""
+    shutil.copytree(world[0] / "photos", tmp_path / "photos")
+    monkeypatch.chdir(tmp_path)
+    use_hub_cache(monkeypatch, world[1])
+    namespace: dict = {}
+    run_here = [block for block in python_examples(API_PAGE)
+                if not any(re.search(pattern, block) for pattern, _ in PYTHON_NOT_RUN_HERE)]
+    assert len(run_here) == len(python_examples(API_PAGE)) - 1 == 4
+    for block in run_here:
+        exec(compile(block, API_PAGE, "exec"), namespace)
+    assert namespace["result"].people.keypoints.shape[1:] == (17, 2) and namespace["parts"].maps["logits"].ndim == 3
+    assert sorted(p.relative_to(tmp_path / "predictions").as_posix() for p in (tmp_path / "predictions").rglob("*.*")) \
+        == ["images.json", "keypoints.json", "overlays/IMG_0000.jpg"]
+    out = capsys.readouterr().out
+    assert '"name": "IMG_0000.jpg"' in out and "batch_size: give at least 1 image per forward pass, got 0" in out
+
+
 def test_every_command_is_run_or_excused_by_name():
     """The parsing sees every command (a page without any would be a silent gap) and each one either runs here or
     names why not."""

@@ -14,6 +14,7 @@ import pytest
 import torch
 import torch.distributed.checkpoint as dcp
 
+from datamodules.errors import BadInput
 from sapiens2_ft import export
 from sapiens2_ft.models.checkpoints import CheckpointError, load_model
 from sapiens2_ft.models.dcp_metadata import read_metadata
@@ -63,7 +64,7 @@ def test_metadata_that_would_run_code_is_refused_on_every_path(distributed, tmp_
     with pytest.raises(SystemExit, match=r"io\.open.*refused unread"):
         export.main(["--checkpoint", str(directory), "--out", str(tmp_path / "export")])
     assert "io.open" in unreadable_reason(directory)
-    with pytest.raises(SystemExit, match=r"--resume: .*io\.open"):
+    with pytest.raises(BadInput, match=r"--resume: .*io\.open"):
         resolve_resume(str(directory), None, "seg")
     assert not marker.exists()
 
@@ -83,7 +84,7 @@ def test_a_non_tensor_item_that_would_run_code_is_refused_before_resume(distribu
     (directory / ".metadata").write_bytes(pickle.dumps(metadata))
     reason = unreadable_reason(directory)
     assert "item 'hyper.lr'" in reason and "Unsupported global: GLOBAL io.open" in reason and "refused" in reason
-    with pytest.raises(SystemExit, match="(?s)--resume: .*item 'hyper.lr'"):
+    with pytest.raises(BadInput, match="(?s)--resume: .*item 'hyper.lr'"):
         resolve_resume(str(directory.parent.parent), None, "seg")
     assert not marker.exists()
 

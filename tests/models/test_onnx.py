@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from datamodules.errors import NotFound
 from sapiens2_ft.models.onnx import OnnxModel, export_onnx, output_names
 from sapiens2_ft.tasks.registry import TASKS, build_task_model, label_names
 
@@ -120,7 +121,7 @@ def test_the_backend_needs_a_graph(pose_run, tmp_path, monkeypatch):
     from sapiens2_ft.predict.loading import load_inference
 
     run_dir, _ = pose_run
-    with pytest.raises(SystemExit, match="has no model.onnx; add it with"):
+    with pytest.raises(NotFound, match="has no model.onnx; add it with"):
         load_inference(str(run_dir / "export"), tmp_path, backend="onnxruntime")
     assert output_names(_model("pose", monkeypatch), torch.zeros(1, 3, *SIZE)) == ["heatmaps"]
 

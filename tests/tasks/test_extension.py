@@ -154,9 +154,9 @@ def test_a_new_dense_task_trains_validates_predicts_and_exports(shading_task, tm
     predictor = sapiens2_ft.load(exported, device="cpu")
     assert type(predictor.inference).__name__ == "ShadingInference" and predictor.labels == ["shading"]
     [result] = predictor.predict(image)
-    assert result["maps"]["shading"].shape == (1, *shading.shape)
-    np.testing.assert_allclose(result["files"][".npy"], shading, atol=1e-3)
-    assert 0 <= predictor.inference.findings(result["files"])["mean_shading"] <= 1
+    assert result.maps["shading"].shape == (1, *shading.shape)
+    np.testing.assert_allclose(result.files[".npy"], shading, atol=1e-3)
+    assert 0 <= predictor.inference.findings(result.files)["mean_shading"] <= 1
 
 
 def test_a_checkpoint_of_another_task_of_the_same_class_gives_its_backbone_only(shading_task, tmp_path):

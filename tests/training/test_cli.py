@@ -12,6 +12,7 @@ import yaml
 from conftest import pose_run_args
 from pycocotools.coco import COCO
 
+from datamodules.errors import NotFound
 from sapiens2_ft.training.cli import CONFIG_DIR, main, resolve_config_args
 
 
@@ -22,7 +23,7 @@ def test_bare_config_name_resolves_to_configs_dir():
 
 
 def test_unknown_config_lists_known_ones():
-    with pytest.raises(SystemExit, match="pose_demo.yaml"):
+    with pytest.raises(NotFound, match="pose_demo.yaml"):
         resolve_config_args(["--config", "no_such_recipe.yaml"])
 
 
@@ -121,7 +122,7 @@ def test_resume_of_a_run_directory_without_a_checkpoint_says_so(tmp_path):
     from sapiens2_ft.training.run_dir import resolve_resume
 
     (tmp_path / "run" / "checkpoints").mkdir(parents=True)
-    with pytest.raises(SystemExit, match="holds no checkpoints/last.ckpt"):
+    with pytest.raises(NotFound, match="holds no checkpoints/last.ckpt"):
         resolve_resume(str(tmp_path / "run"), None, "pose_coco")
 
 
@@ -149,11 +150,12 @@ def test_every_config_problem_is_reported_in_one_message_before_anything_runs(tm
 
 
 def test_a_cli_built_for_another_task_than_the_config_says_is_refused(tmp_path):
+    from sapiens2_ft.problems import ConfigProblems
     from sapiens2_ft.training.cli import Sapiens2CLI
 
     config = tmp_path / "seg.yaml"
     config.write_text("task: seg\n")  # only keys every task has: the pose parser takes it
-    with pytest.raises(SystemExit, match="task: the config says 'seg', but PoseModule was chosen"):
+    with pytest.raises(ConfigProblems, match="task: the config says 'seg', but PoseModule was chosen"):
         Sapiens2CLI("pose", args=["--config", str(config), "--run_dir", str(tmp_path / "r")], run=False)
 
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from conftest import pose_run_args
 
+from datamodules.errors import Refused
 from sapiens2_ft.training.cli import main
 from sapiens2_ft.training.run_dir import (earlier_segments, latest_config, next_segment, reached_end,
                                           resolve_resume, segment_file)
@@ -84,12 +85,12 @@ def test_resuming_a_finished_run_is_a_message_and_changes_nothing(finished_in_ru
 def test_auto_is_kept_where_the_run_is_named_or_a_job_owns_it(finished_in_runs, monkeypatch):
     assert resolve_resume("auto", str(finished_in_runs), "pose_coco")[1] == finished_in_runs
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")  # torchrun's value outside an elastic job: not a job
-    with pytest.raises(SystemExit, match="only inside a torchrun or SLURM job"):
+    with pytest.raises(Refused, match="only inside a torchrun or SLURM job"):
         resolve_resume("auto", None, "pose_coco")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "7")
     assert resolve_resume("auto", None, "pose_coco")[1] == finished_in_runs  # the latest run, as before
     monkeypatch.delenv("TORCHELASTIC_RUN_ID")
-    with pytest.raises(SystemExit, match="runs/other/ holds no run with a checkpoint"):
+    with pytest.raises(Refused, match="runs/other/ holds no run with a checkpoint"):
         resolve_resume("auto", None, "other")
 
 

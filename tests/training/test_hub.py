@@ -16,7 +16,7 @@ from fake_hub import FakeHub, http_error
 from sapiens2_ft import export
 from sapiens2_ft.training.cli import finish_run
 from sapiens2_ft.training.export_dir import export_files
-from sapiens2_ft.training.hub import HubConfig
+from sapiens2_ft.training.hub import HubConfig, HubError
 from sapiens2_ft.training.model_card import CARD_FILE, split_card
 
 REPO = "someone/pose-demo"
@@ -102,7 +102,7 @@ def test_the_upload_hint_of_a_refused_push_keeps_the_user_s_choices(pose_run, tm
     shutil.copytree(run_dir, run, ignore=shutil.ignore_patterns("wandb", "export", "last.ckpt"))
     summary = {**summary, "run_dir": str(run), "best_checkpoint": str(run / "checkpoints" / "best-step2.ckpt")}
     FakeHub(monkeypatch, status=503)
-    with pytest.raises(SystemExit) as err:
+    with pytest.raises(HubError) as err:
         finish_run(run, summary, "val/AP", export=True, hub=HubConfig(push_to_hub=REPO, private=private))
     hint = str(err.value).splitlines()[-1]
     command = hint[hint.index("`") + 1:hint.rindex("`")]

@@ -16,6 +16,7 @@ import yaml
 from conftest import pose_run_args
 import forked
 
+from datamodules.errors import BadConfig
 from sapiens2_ft.training.callbacks.preemption import PreemptionConfig, parse_signals, slurm_job_id
 from sapiens2_ft.training.cli import main
 
@@ -29,7 +30,7 @@ def run_args(coco, model, run_dir) -> list[str]:
 def test_signal_names_and_the_slurm_job_id(monkeypatch):
     assert parse_signals(PreemptionConfig().signals) == [signal.SIGUSR1, signal.SIGTERM]
     assert parse_signals(["usr2", "SIGTERM"]) == [signal.SIGUSR2, signal.SIGTERM]
-    with pytest.raises(SystemExit, match="preemption.signals: SIGKILL, SIGNOPE cannot be handled"):
+    with pytest.raises(BadConfig, match="preemption.signals: SIGKILL, SIGNOPE cannot be handled"):
         parse_signals(["SIGKILL", "SIGNOPE"])
     for name in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
         monkeypatch.delenv(name, raising=False)

@@ -133,14 +133,15 @@ def test_nan_loss_step_is_skipped_and_counted(tiny_coco, tiny_pose308_dir, tmp_p
 
 def test_nan_loss_stops_the_run_when_the_policy_says_so(tiny_coco, tiny_pose308_dir, tmp_path, monkeypatch):
     from sapiens2_ft.training.callbacks.non_finite import NonFiniteError
+    from sapiens2_ft.training.cli import train
 
     monkeypatch.setenv("SAPIENS2_FT_ALLOW_CLASSES", "faults.")
     faults = tmp_path / "nan.yaml"
     faults.write_text(yaml.safe_dump({"trainer": {"callbacks": [
         {"class_path": "faults.NaNAtStep", "init_args": {"step": 1}}]}}))
     message = r"step 1: non-finite loss \(loss nan\); samples of the batch: \[\d+, \d+\]"
-    with pytest.raises(NonFiniteError, match=message):
-        main(pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / "run", 4, "--tracking.logger", "csv",
+    with pytest.raises(NonFiniteError, match=message):  # the library's error (train.py: its message, status 1)
+        train(pose_run_args(tiny_coco, tiny_pose308_dir, tmp_path / "run", 4, "--tracking.logger", "csv",
                            "--export", "false", "--config", str(faults), "--non_finite.policy", "stop"))
 
 

@@ -12,6 +12,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from conftest import pose_run_args
 
+from datamodules.errors import BadInput, Refused
 from sapiens2_ft.training.cli import main
 from sapiens2_ft.training.run_dir import checkpoint_candidates, resolve_resume, unreadable_reason
 
@@ -77,7 +78,7 @@ def test_an_unreadable_last_falls_back_to_the_newest_readable(finished, tmp_path
     assert resolve_resume(str(run_dir), None, "pose_coco") == (checkpoints / "step-step3.ckpt", run_dir)
 
     damage(checkpoints / "step-step3.ckpt")
-    with pytest.raises(SystemExit, match=r"no readable checkpoint in .*\n  .*last.ckpt: .*" + reason):
+    with pytest.raises(BadInput, match=r"no readable checkpoint in .*\n  .*last.ckpt: .*" + reason):
         resolve_resume("auto", str(run_dir), "pose_coco")
 
 
@@ -85,7 +86,7 @@ def test_a_checkpoint_given_by_path_must_be_readable(finished, tmp_path):
     run_dir = copy_run(finished, tmp_path)
     last = run_dir / "checkpoints" / "last.ckpt"
     truncate(last)
-    with pytest.raises(SystemExit, match=f"--resume: {last} is unreadable or incomplete: cannot read checkpoint"):
+    with pytest.raises(BadInput, match=f"--resume: {last} is unreadable or incomplete: cannot read checkpoint"):
         resolve_resume(str(last), None, "pose_coco")
 
 
@@ -105,7 +106,7 @@ def test_a_distributed_checkpoint_missing_a_shard_is_skipped(finished, tmp_path,
     assert unreadable_reason(last) == f"shard {shard.name} is missing (listed in its .metadata)"
     assert resolve_resume("auto", str(run_dir), "pose_coco")[0] == checkpoint_candidates(run_dir)[1]
     assert f"skipping {last}, unreadable or incomplete: shard {shard.name} is missing" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="is unreadable or incomplete: shard .* is missing"):
+    with pytest.raises(BadInput, match="is unreadable or incomplete: shard .* is missing"):
         resolve_resume(str(last), None, "pose_coco")
 
 
@@ -129,7 +130,7 @@ def test_auto_under_a_job_takes_the_job_s_own_run(finished, tmp_path, monkeypatc
         shutil.copy(finished / "checkpoints" / "last.ckpt", tmp_path / "runs" / "pose_coco" / name / "checkpoints")
     for name in ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "SAPIENS2_FT_RUN_DIR"):
         monkeypatch.delenv(name, raising=False)
-    with pytest.raises(SystemExit, match="runs/pose_coco/later .not finished."):  # outside a job: named, not taken
+    with pytest.raises(Refused, match="runs/pose_coco/later .not finished."):  # outside a job: named, not taken
         resolve_resume("auto", None, "pose_coco")
     monkeypatch.setenv("SLURM_JOB_ID", "4242")  # the requeued job
     assert resolve_resume("auto", None, "pose_coco")[1] == Path("runs/pose_coco/4242")

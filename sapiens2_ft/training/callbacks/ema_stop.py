@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from lightning.pytorch.callbacks import EarlyStopping, EMAWeightAveraging
 
+from datamodules.errors import BadConfig
+
 
 @dataclass
 class EMAConfig:
@@ -51,10 +53,10 @@ def ema_callback(config: EMAConfig, strategy) -> EMAWeightAveraging | None:
     if config.decay is None:
         return None
     if not 0.0 < config.decay < 1.0:
-        raise SystemExit(f"ema.decay: {config.decay} is not between 0 and 1")
+        raise BadConfig(f"ema.decay: {config.decay} is not between 0 and 1")
     name = (strategy if isinstance(strategy, str) else type(strategy).__name__).lower()
     if "fsdp" in name or "modelparallel" in name:
-        raise SystemExit("ema.decay: the averaged copy of the weights is not sharded; use EMA without FSDP2")
+        raise BadConfig("ema.decay: the averaged copy of the weights is not sharded; use EMA without FSDP2")
     return EMAWeightAveraging(decay=config.decay, update_starting_at_step=config.start_step,
                               update_every_n_steps=config.every_n_steps)
 

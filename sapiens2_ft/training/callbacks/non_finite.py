@@ -9,6 +9,8 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
+from datamodules.errors import Sapiens2FTError
+
 
 @dataclass
 class NonFiniteConfig:
@@ -25,7 +27,7 @@ class NonFiniteConfig:
     max_consecutive: int = 5
 
 
-class NonFiniteError(RuntimeError):
+class NonFiniteError(Sapiens2FTError, RuntimeError):
     """Training produced non-finite values and the policy says stop."""
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_info
 
+from datamodules.errors import BadConfig, Sapiens2FTError
 from sapiens2_ft.compat import validation_runs_now
 
 
@@ -44,7 +45,7 @@ class PreemptionConfig:
 
 
 def parse_signals(names: list[str]) -> list[signal.Signals]:
-    """``["SIGUSR1", "TERM", ...]`` as signals; a SystemExit naming the bad ones."""
+    """``["SIGUSR1", "TERM", ...]`` as signals; a BadConfig naming the bad ones."""
     out, bad = [], []
     for name in names:
         key = str(name).upper()
@@ -54,8 +55,8 @@ def parse_signals(names: list[str]) -> list[signal.Signals]:
         else:
             out.append(signal.Signals[key])
     if bad:
-        raise SystemExit(f"preemption.signals: {', '.join(bad)} cannot be handled (give names such as SIGUSR1, "
-                         "SIGUSR2, SIGTERM)")
+        raise BadConfig(f"preemption.signals: {', '.join(bad)} cannot be handled (give names such as SIGUSR1, "
+                        "SIGUSR2, SIGTERM)")
     return out
 
 
@@ -65,6 +66,15 @@ class Preempted(Exception):
     def __init__(self, signal_name: str, step: int, checkpoint: Path):
         super().__init__(f"{signal_name} received: stopped at step {step} with {checkpoint} written")
         self.signal_name, self.step, self.checkpoint = signal_name, step, checkpoint
+
+
+class RunPreempted(Sapiens2FTError):
+    """What training raises once a preempted run has written its checkpoint and said how to continue: the command
+    ends with ``exit_code`` (``preemption.exit_code``, 75: a scheduler reruns it)."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class PreemptionStop(L.Callback):

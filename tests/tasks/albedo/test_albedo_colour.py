@@ -88,5 +88,5 @@ def test_a_model_predicting_red_has_predict_write_red(red_model, dense_root, tmp
     assert (written.reshape(-1, 3) == [0, 0, 255]).all()
     predictor = sapiens2_ft.load(red_model, device="cpu")
     [result] = predictor.predict(str(image))
-    title, picture = predictor.inference.picture(result["files"], cv2.imread(str(image))[..., ::-1], None)
+    title, picture = predictor.inference.picture(result.files, cv2.imread(str(image))[..., ::-1], None)
     assert title == "albedo" and (picture.reshape(-1, 3) == [255, 0, 0]).all()  # RGB, as the sheets show it
