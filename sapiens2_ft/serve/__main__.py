@@ -1,0 +1,5 @@
+import sys
+
+from sapiens2_ft.serve.cli import main
+
+sys.exit(main())
