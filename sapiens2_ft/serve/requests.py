@@ -91,14 +91,14 @@ def image_bytes(value: Any, limits: ServeLimits) -> tuple[bytes, str | None]:
         raise RequestError(422, f"image: expected the image file's bytes in base64 (JSON) or an uploaded file "
                                 f"(multipart field 'image'), got {type(value).__name__}")
     text = _DATA_URL.sub("", value.strip(), count=1)
-    if _NOT_BASE64.match(text):
-        raise RequestError(422, f"image: the image file's bytes in base64, not a path or a URL ({text[:40]!r}...): "
-                                f"the server reads no file and fetches nothing")
     if len(text) > limits.max_bytes * 4 // 3 + 4:
         raise RequestError(413, f"image: more than {limits.max_bytes:,} bytes")
     try:
         return base64.b64decode(text, validate=True), None
     except (binascii.Error, ValueError):
+        if _NOT_BASE64.match(text):  # only now: a JPEG's base64 starts with '/9j/'
+            raise RequestError(422, f"image: the image file's bytes in base64, not a path or a URL "
+                                    f"({text[:40]!r}): the server reads no file and fetches nothing") from None
         raise RequestError(422, "image: not base64 (the image file's bytes, standard alphabet, padded)") from None
 
 
