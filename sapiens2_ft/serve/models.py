@@ -118,13 +118,16 @@ class ServedModels:
                 files[task] = () if first(sets).takes_person_boxes else tuple(output)
         self.served = Served(self.served.keypoints, files, self.served.takes_boxes, self.served.takes_focal)
 
+    def inference_of(self, request: ServeRequest) -> TaskInference:
+        """The model a request asks for: its task's, in the keypoint set it names (else the first served)."""
+        sets = self.inferences[request.task]
+        return sets[request.keypoints] if request.keypoints is not None else first(sets)
+
     def outputs(self, requests: list[ServeRequest]) -> list:
         """The inference object's output of each request (pose: its people; a whole-image task: its files), all
         of one group (one task, keypoint set and focal), run in one call of ``predict``'s ``infer_chunk``."""
         head = requests[0]
-        sets = self.inferences[head.task]
-        inference = sets[head.keypoints] if head.keypoints is not None else first(sets)
-        model = Model(inference, head.task, Path("."), head.focal)
+        model = Model(self.inference_of(head), head.task, Path("."), head.focal)
         keys = [str(k) for k in range(len(requests))]
         images = [r.image for r in requests]
         with torch.autocast(self.device_type, torch.bfloat16, enabled=self.bf16):
@@ -133,9 +136,7 @@ class ServedModels:
 
     def answer(self, requests: list[ServeRequest]) -> list[dict]:
         """The JSON of each request of one group (``result_json``)."""
-        head = requests[0]
-        sets = self.inferences[head.task]
-        inference = sets[head.keypoints] if head.keypoints is not None else first(sets)
+        inference = self.inference_of(requests[0])
         return [result_json(inference, output, r.image.shape[:2], r.name, r.files)
                 for r, output in zip(requests, self.outputs(requests))]
 
