@@ -86,7 +86,7 @@ def start(model: Path, batch: int, args, log: Path) -> tuple[subprocess.Popen, s
     command = [sys.executable, "-m", "sapiens2_ft.serve", "--model", str(model), "--keypoints", "coco17",
                "--host", HOST, "--port", str(port), "--accelerator", "cpu", "--max_batch_size", str(batch),
                "--batch_timeout", str(args.batch_timeout if batch > 1 else 0.0), "--backend", args.backend,
-               "--max_queue", "64"]
+               "--max_queue", "64", "--timeout", str(args.timeout)]
     process = subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://{HOST}:{port}"
     deadline = time.monotonic() + 300
@@ -200,11 +200,15 @@ def main() -> None:
     parser.add_argument("--bad", type=float, default=0.1, help="share of bad requests in the second run (0: none)")
     parser.add_argument("--requests", type=int, default=120, help="requests of one run at most")
     parser.add_argument("--seconds", type=float, default=45.0, help="seconds of one run at most")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="serve --timeout: above the queue's wait at the most clients (clients x a request's time), "
+                             "so that a slow machine is measured, not refused")
     parser.add_argument("--people", type=int, default=2, help="person boxes per request")
     parser.add_argument("--image_size", type=int, nargs=2, default=[480, 640], help="the photos (H W)")
     parser.add_argument("--backend", default="torch", choices=["torch", "onnxruntime"])
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM)"))  # the server is stopped on the way out
 
     work = Path(tempfile.mkdtemp(prefix="serve_load-"))
     model = pose_model(work / "model", args.size, tuple(args.input))
