@@ -272,17 +272,14 @@ class DocServers:
 
 
 @pytest.mark.slow
-def test_the_server_section_of_deploy_runs_as_written(tmp_path, monkeypatch, tiny_pose308_dir):
-    """docs/deploy.md's "Serve a model over HTTP" in a folder holding a pose export (``my-model``), a seg export
-    (``my-seg``) and photos: each server started as written (ports swapped for free ones), asked with the page's
-    curl and Python client commands, stopped with SIGTERM."""
-    from conftest import tiny_pose_config
-    from transformers import Sapiens2ForSemanticSegmentation
+def test_the_server_section_of_deploy_runs_as_written(tmp_path, monkeypatch, pose_run, seg_checkpoint):
+    """docs/deploy.md's "Serve a model over HTTP" in a folder holding a pose export (``my-model``, a run's), a seg
+    export (``my-seg``) and photos: each server started as written (ports swapped for free ones), asked with the
+    page's curl and Python client commands, stopped with SIGTERM."""
+    import sapiens2_ft
 
-    shutil.copytree(tiny_pose308_dir, tmp_path / "my-model")
-    seg = Sapiens2ForSemanticSegmentation(tiny_pose_config(29))
-    seg.config.architectures = [type(seg).__name__]
-    seg.save_pretrained(tmp_path / "my-seg")
+    shutil.copytree(pose_run[1]["export"], tmp_path / "my-model")
+    sapiens2_ft.export(seg_checkpoint, tmp_path / "my-seg")
     write_photos(tmp_path / "photos")
     monkeypatch.chdir(tmp_path)
     servers, ran = DocServers(tmp_path), []
