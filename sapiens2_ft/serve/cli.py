@@ -110,6 +110,19 @@ def prepared_model(model: str, scratch: Path, backend: str) -> str:
     return str(directory)
 
 
+def model_task(name: str, directory: str) -> str:
+    """The task of the exported model in ``directory`` (from its config, before the workers load its weights);
+    SystemExit naming ``--model name`` for a directory of no task this installation serves."""
+    from transformers import Sapiens2Config
+
+    from sapiens2_ft.tasks.saved_model import SavedModelError, inference_class_of
+
+    try:
+        return inference_class_of(Sapiens2Config.from_pretrained(directory, trust_remote_code=False)).task
+    except SavedModelError as err:
+        raise SystemExit(f"--model: {name} holds {err}") from None
+
+
 def options_of(args, scratch: Path) -> tuple:
     """(ModelOptions, ServeLimits, ServerOptions) of the arguments, the models prepared (``prepared_model``)."""
     from sapiens2_ft.serve.server import ServerOptions, cpu_threads
@@ -117,11 +130,14 @@ def options_of(args, scratch: Path) -> tuple:
     exit_on_problems(argument_problems(args))
     boxes = {k: getattr(args, k) for k in ("detector", "det_threshold", "nms_iou", "boxes_from_seg", "seg_min_area",
                                            "seg_box_pad", "seg_split_heads", "seg_head_area")}
-    if boxes["boxes_from_seg"]:
-        boxes["boxes_from_seg"] = prepared_model(boxes["boxes_from_seg"], scratch, "torch")
     models = [prepared_model(m, scratch, args.backend) for m in args.model]
-    if args.boxes_from_seg in args.model:  # a seg model also served: loaded once, its outputs shared
+    tasks = [model_task(name, model) for name, model in zip(args.model, models)]
+    twice = sorted({task for task in tasks if tasks.count(task) > 1})
+    exit_on_problems([f"--model: two {task} models; give one model per task" for task in twice])
+    if args.boxes_from_seg in args.model:  # a seg model also served: prepared and loaded once
         boxes["boxes_from_seg"] = models[args.model.index(args.boxes_from_seg)]
+    elif args.boxes_from_seg:
+        boxes["boxes_from_seg"] = prepared_model(args.boxes_from_seg, scratch, "torch")
     devices = args.devices if args.devices == "auto" else int(args.devices)
     cpu = args.accelerator == "cpu" or (args.accelerator == "auto" and not _has_gpu())
     model_options = ModelOptions(models, list(args.keypoints), args.backend, args.precision, args.batch_size, boxes,

@@ -87,18 +87,14 @@ class ServedModels:
         inferences: dict[str, dict[str | None, TaskInference]] = {}
         loaded: dict[str, tuple] = {}
         for k, model in enumerate(options.models):
-            inference, task = load_inference(model, scratch / str(k), None, device, options.backend)
+            sets = options.keypoints if options.keypoints and takes_person_boxes(model) else [None]
+            found = [load_inference(model, scratch / str(k), s, device, options.backend) for s in sets]
+            inference, task = found[0]
             if task in inferences:
                 raise ValueError(f"--model: two {task} models ({model}); give one model per task")
             loaded[model] = inference, task
-            if inference.takes_person_boxes and options.keypoints:
-                sets = [load_inference(model, scratch / str(k), s, device, options.backend)[0]
-                        for s in options.keypoints]
-                inferences[task] = {s.metainfo.name: s for s in sets}
-            elif inference.takes_person_boxes:
-                inferences[task] = {inference.metainfo.name: inference}
-            else:
-                inferences[task] = {None: inference}
+            inferences[task] = ({i.metainfo.name: i for i, _ in found} if inference.takes_person_boxes else
+                                {None: inference})
         bf16 = options.precision == "bf16" or (options.precision == "auto" and torch.device(device).type == "cuda"
                                                and options.backend == "torch")
         source, words = default_box_source(options, loaded, scratch, device)
@@ -162,6 +158,16 @@ class ServedModels:
                         answers[k] = RequestError(500, "the model failed on this request (the server's log has "
                                                        "the error)")
         return answers
+
+
+def takes_person_boxes(model: str) -> bool:
+    """Whether the exported model at ``model`` is of a task that crops person boxes (its config's task, declared on
+    its inference class), read before its weights are loaded."""
+    from transformers import Sapiens2Config
+
+    from sapiens2_ft.tasks.saved_model import inference_class_of
+
+    return inference_class_of(Sapiens2Config.from_pretrained(model, trust_remote_code=False)).takes_person_boxes
 
 
 def first(sets: dict):

@@ -211,3 +211,12 @@ def test_bad_arguments_are_one_message_before_anything_loads(tmp_path):
     (tmp_path / "config.json").write_text("{}")  # an export without its ONNX graph
     with pytest.raises(SystemExit, match="has no model.onnx; add it with `sapiens2-ft export"):
         cli.prepared_model(str(tmp_path), tmp_path, "onnxruntime")
+
+
+def test_a_model_the_server_cannot_serve_is_refused_before_the_workers_start(tiny_pretrain_dir, tiny_pose308_dir,
+                                                                              tmp_path):
+    with pytest.raises(SystemExit, match="--model: .* holds a Sapiens2Model, not a Sapiens2 task model"):
+        cli.options_of(cli.parser().parse_args(["--model", str(tiny_pretrain_dir)]), tmp_path)
+    with pytest.raises(SystemExit, match="two pose models; give one model per task"):
+        cli.options_of(cli.parser().parse_args(["--model", str(tiny_pose308_dir), "--model", str(tiny_pose308_dir)]),
+                       tmp_path)
