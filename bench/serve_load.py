@@ -13,7 +13,9 @@ Reported per run: requests answered, good requests per second, p50 / p95 / p99 l
 requests not answered 200 (must be 0), bad requests not answered 4xx (must be 0), the peak resident memory of the
 server's processes (MiB, sampled every 0.2 s) and its growth from the start of the run to its end (flat: the bad
 requests leave nothing behind). The batching gain is the ratio of requests per second to ``--max_batch_size 1`` at
-the same number of clients, measured here.
+the same number of clients, measured here; first, the gain of the model path alone (``--paired_rounds``): the largest
+batch's number of requests run one by one and as one batch in this process, alternated so that a shared machine's
+load hits both (HTTP runs follow one another, and the load of others moves between them).
 
 Run: ``nice -n 5 python bench/serve_load.py [--size tiny] [--batch_sizes 1 4 8] [--clients 1 4 16]
 [--requests 120] [--seconds 45] [--json bench/out/serve_load.json]`` (at most 18 runs of 45 s and three starts: about
@@ -190,6 +192,31 @@ def run(url: str, clients: int, bad_share: float, args, good: list[bytes], bad: 
             "wall_s": wall}
 
 
+def paired_gain(model: Path, args, good: list[bytes]) -> dict:
+    """The batching gain of the server's model path alone, in this process: ``args.batch_sizes[-1]`` requests run
+    one at a time against the same requests as one batch (``ServedModels.run``, what a worker's ``predict`` does),
+    alternated over ``args.paired_rounds`` rounds so that the machine's load hits both (``bench.timing.paired``;
+    the gain: the median of the rounds' ratios)."""
+    import io
+
+    from starlette.datastructures import FormData, UploadFile
+
+    from bench.timing import paired
+    from sapiens2_ft.serve.models import ModelOptions, ServedModels
+    from sapiens2_ft.serve.requests import ServeLimits, parse_request
+
+    served = ServedModels.load(ModelOptions([str(model)], ["coco17"], backend=args.backend,
+                                            threads=os.cpu_count() or 1), "cpu")
+    boxes = json.dumps([[20 + 60 * k, 20, 100, 280] for k in range(args.people)])
+    n = args.batch_sizes[-1]
+    requests_ = [parse_request(FormData([("image", UploadFile(io.BytesIO(good[k % len(good)]))), ("boxes", boxes)]),
+                               served.served, ServeLimits()) for k in range(n)]
+    alone, together, ratio = paired(lambda: [served.run([r]) for r in requests_], lambda: served.run(requests_),
+                                    args.paired_rounds)
+    return {"requests": n, "one_by_one_per_s": n / alone, "batched_per_s": n / together, "gain": 1 / ratio,
+            "rounds": args.paired_rounds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", default="tiny", help="the pose model's preset (random weights)")
@@ -206,6 +233,9 @@ def main() -> None:
     parser.add_argument("--people", type=int, default=2, help="person boxes per request")
     parser.add_argument("--image_size", type=int, nargs=2, default=[480, 640], help="the photos (H W)")
     parser.add_argument("--backend", default="torch", choices=["torch", "onnxruntime"])
+    parser.add_argument("--paired_rounds", type=int, default=5,
+                        help="rounds of the in-process paired measure of batching (0: none)")
+    parser.add_argument("--no-http", dest="http", action="store_false", help="the paired measure only")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM)"))  # the server is stopped on the way out
@@ -222,7 +252,13 @@ def main() -> None:
     print(f"serve load test: pose {args.size} at {args.input[0]}x{args.input[1]}, {args.backend}, "
           f"{os.cpu_count()} CPUs, load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
     rows = []
-    for batch in args.batch_sizes:
+    if args.paired_rounds:
+        gain = paired_gain(model, args, good)
+        print(f"model path alone, {gain['requests']} requests of {args.people} people: one by one "
+              f"{gain['one_by_one_per_s']:.2f}/s, as one batch {gain['batched_per_s']:.2f}/s: x{gain['gain']:.2f} "
+              f"(median of {gain['rounds']} alternated rounds; load {os.getloadavg()[0]:.2f})", flush=True)
+        rows.append({"paired": gain})
+    for batch in args.batch_sizes if args.http else []:
         process, url = start(model, batch, args, work / f"serve_{batch}.log")
         try:
             for url_clients in args.clients:
@@ -234,11 +270,12 @@ def main() -> None:
                           flush=True)
         finally:
             stop(process)
-    base = {(r["clients"], r["bad_share"]): r["good_per_s"] for r in rows if r["max_batch_size"] == 1}
+    table = [r for r in rows if "paired" not in r]
+    base = {(r["clients"], r["bad_share"]): r["good_per_s"] for r in table if r["max_batch_size"] == 1}
     print("\n| --max_batch_size | clients | bad | requests | good/s | x batch 1 | p50 ms | p95 ms | p99 ms | "
           "good not 200 | bad not 4xx | peak MiB | MiB start -> end |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
+    for r in table:
         gain = r["good_per_s"] / base[(r["clients"], r["bad_share"])] if (r["clients"], r["bad_share"]) in base \
             else float("nan")
         print(f"| {r['max_batch_size']} | {r['clients']} | {r['bad_share']:.0%} | {r['requests']} | "
@@ -250,7 +287,7 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=1))
-    failed = [r for r in rows if r["good_not_200"] or r["bad_not_4xx"]]
+    failed = [r for r in table if r["good_not_200"] or r["bad_not_4xx"]]
     if failed:
         sys.exit(f"{len(failed)} runs had good requests not answered 200 or bad ones not answered 4xx")
 
