@@ -49,6 +49,8 @@ RESUMED_START = ("tests/training/test_validate_first.py::"
 BOUNDARY, UNTRUSTED = "tests/data/test_boundary.py", "tests/apps/test_untrusted_inputs.py"
 BUDGET, CONVERT_LINKS = "tests/apps/test_convert_budget.py", "tests/apps/test_convert_boundary.py"
 API, RESULT = "tests/apps/test_api.py", "tests/apps/test_result.py"
+SERVE_MODELS, SERVE_REQUESTS = "tests/apps/test_serve_models.py", "tests/apps/test_serve_requests.py"
+SERVED = "sapiens2_ft/serve/models.py"
 
 HAND: tuple[HandMutant, ...] = (
     # -- the five of issue 59 ------------------------------------------------------------------------------------
@@ -424,4 +426,53 @@ HAND: tuple[HandMutant, ...] = (
         why="Predictor.predict's dense results come without their maps",
         tests=(f"{RESULT}::test_a_dense_result_has_maps_at_the_image_s_size_and_saves_predict_s_files",
                f"{API}::test_load_a_checkpoint_and_predict_a_dense_task")),
+    # -- issue 63: the server ------------------------------------------------------------------------------------
+    HandMutant(
+        "serve-request-boxes-ignored", SERVED,
+        old="            elif given is not None:\n                boxes[k] = given\n",
+        new="            elif False:\n                boxes[k] = given\n",
+        why="a request's person boxes are dropped for the server's source: the answer is of other people",
+        tests=(f"{SERVE_MODELS}::test_the_answer_is_the_json_of_the_python_api_s_result",)),
+    HandMutant(
+        "serve-keypoint-set-ignored", SERVED,
+        old="        return sets[request.keypoints] if request.keypoints is not None else first(sets)",
+        new="        return first(sets)",
+        why="a request naming a keypoint set gets the first set served (17 keypoints where it asked for 308)",
+        tests=(f"{SERVE_MODELS}::test_the_answer_is_the_json_of_the_python_api_s_result",)),
+    HandMutant(
+        "serve-batch-grouped-by-task", SERVED,
+        old="groups.setdefault((item.task, item.keypoints, item.focal), [])",
+        new="groups.setdefault((item.task,), [])",
+        why="a batch runs every pose request with the keypoint set of its first: answers depend on the neighbours",
+        tests=(f"{SERVE_MODELS}::test_a_batch_answers_what_each_request_alone_answers",)),
+    HandMutant(
+        "serve-failed-batch-fails-all", SERVED,
+        old="                        answers[k] = self.answer([items[k]])[0]",
+        new='                        raise RuntimeError("the batch failed")',
+        why="one request the model fails on takes the good requests of its batch down with it (500s)",
+        tests=(f"{SERVE_MODELS}::test_a_request_the_model_fails_on_is_answered_alone",)),
+    HandMutant(
+        "serve-refusal-raised", "sapiens2_ft/serve/server.py",
+        old="        except RequestError as err:\n            return err",
+        new="        except RequestError as err:\n            raise err",
+        why="a bad request raises in decode_request: LitServe fails its whole batch with that answer",
+        tests=(f"{SERVE_MODELS}::test_the_lit_api_answers_a_refusal_with_its_status_and_message",)),
+    HandMutant(
+        "serve-queue-bound-off-by-one", "sapiens2_ft/serve/server.py",
+        old="            full = self.held.value >= self.max_queue",
+        new="            full = self.held.value > self.max_queue",
+        why="a server holding --max_queue requests takes one more: the bound is not the one documented",
+        tests=(f"{SERVE_REQUESTS}::test_a_full_server_answers_503_at_once_without_reading_the_body",)),
+    HandMutant(
+        "serve-streamed-bytes-uncounted", "sapiens2_ft/serve/server.py",
+        old="            if size > self.max_bytes:",
+        new="            if False:",
+        why="a body sent without Content-Length (chunked) is read whole, whatever its size",
+        tests=(f"{SERVE_REQUESTS}::test_the_gate_refuses_bodies_litserve_would_answer_with_a_500",)),
+    HandMutant(
+        "serve-megapixels-in-mebi", "sapiens2_ft/serve/cli.py",
+        old="int(args.max_megapixels * 1e6)",
+        new="int(args.max_megapixels * 2**20)",
+        why="--max_megapixels read in the byte limit's unit: 5% more pixels pass than documented",
+        tests=(f"{SERVE_MODELS}::test_every_serve_option_reaches_the_server_it_builds",)),
 )

@@ -34,6 +34,7 @@ COMMANDS: dict[str, Command] = {
     "convert": Command(("sapiens2_ft.convert.__main__",),
                        "an annotation tool's export in the layouts the recipes read"),
     "app": Command(("sapiens2_ft.app.cli",), "a web demo of fine-tuned models, or a Space serving it (Gradio)"),
+    "serve": Command(("sapiens2_ft.serve.cli",), "an HTTP service of fine-tuned models (LitServe)"),
 }
 
 

@@ -26,6 +26,7 @@ LAYERS = {
     "sapiens2_ft.training": 4,
     "sapiens2_ft.predict": 5,
     "sapiens2_ft.app": 5,
+    "sapiens2_ft.serve": 5,
     "sapiens2_ft.convert": 5,
     "sapiens2_ft.detect": 5,
     "sapiens2_ft.export": 5,
