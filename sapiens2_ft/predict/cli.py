@@ -46,6 +46,7 @@ from sapiens2_ft.predict.loading import load_inference, model_problem
 from sapiens2_ft.predict.run import Model, predict_images
 from sapiens2_ft.predict.smoothing import add_smooth_arguments, smooth_options
 from sapiens2_ft.predict.video import Frames, is_video, predict_video
+from sapiens2_ft.labelling import formats as labelling
 from sapiens2_ft.problems import Problems
 
 BOX_SOURCES = ("boxes", "detector", "boxes_from_seg", "whole_image")
@@ -89,6 +90,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"skip images of more pixels than this (default {MAX_PIXELS:,}, or {MAX_PIXELS_ENV}); "
                         "the size is read from the file's header before decoding")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    labelling.add_format_arguments(p)
     return p
 
 
@@ -113,6 +115,7 @@ def argument_problems(args) -> Problems:
     problems.check(len(given) <= 1, f"{' and '.join(given)}: give one of --boxes, --detector, --boxes_from_seg and "
                                     f"--whole_image")
     problems += box_argument_problems(args)
+    problems += labelling.format_problems(args)
     problems.check(args.focal is None or args.focal > 0,
                    f"--focal: the focal length in pixels must be > 0, got {args.focal}")
     problems.check(args.fps is None or args.fps > 0, f"--fps: frames per second must be > 0, got {args.fps}")
@@ -182,6 +185,11 @@ def main(argv: list[str] | None = None) -> Path:
             clip, records = predict_video(models, frames, out, args.batch_size, source, mask_model, smooth)
             print(f"{frames.path.name}: {clip} ({frames.fps:g} frames/s) and per-frame results in {records}")
             return out
+        if args.format != labelling.FILES:  # pre-annotations for a labelling tool (sapiens2_ft/labelling)
+            try:
+                return labelling.write_format(args, models, images, source)
+            except labelling.LabellingError as err:
+                raise SystemExit(str(err)) from None
         counts, skipped = predict_images(models, images, args.batch_size, source, ids, mask_model,
                                          out / "sheets" if several else None, args.workers, args.max_pixels)
     read = len(images) - len(skipped)
