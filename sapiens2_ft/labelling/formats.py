@@ -67,11 +67,12 @@ def writer_for(options: FormatOptions, out: Path, labels: LabelSet):
     return writer(out, labels, min_score=options.min_score)
 
 
-def add_format_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--format`` and its options (predict and select)."""
-    parser.add_argument("--format", choices=[FILES, *FORMATS], default=FILES,
-                        help="files: predict's own outputs; labelstudio | cvat | labelme | coco: pre-annotations the "
-                             "tool imports, with the model's scores and version (docs/labelling.md)")
+def add_format_arguments(parser: argparse.ArgumentParser, default: str = FILES) -> None:
+    """``--format`` and its options (predict: ``default`` files, its own outputs; select: none)."""
+    plain = "predict's own outputs" if default == FILES else "none"
+    parser.add_argument("--format", choices=[default, *FORMATS], default=default,
+                        help=f"{default}: {plain}; labelstudio | cvat | labelme | coco: pre-annotations the tool "
+                             "imports, with the model's scores and version (docs/labelling.md)")
     parser.add_argument("--image_url", default=LOCAL_FILES,
                         help="--format labelstudio: prefix of the tasks' image URLs, the image's path relative to "
                              f"--input appended (default {LOCAL_FILES}: Label Studio's local files, its document "
