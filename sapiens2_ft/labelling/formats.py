@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from tqdm import tqdm
 
@@ -73,10 +74,10 @@ def add_format_arguments(parser: argparse.ArgumentParser, default: str = FILES) 
     parser.add_argument("--format", choices=[default, *FORMATS], default=default,
                         help=f"{default}: {plain}; labelstudio | cvat | labelme | coco: pre-annotations the tool "
                              "imports, with the model's scores and version (docs/labelling.md)")
-    parser.add_argument("--image_url", default=LOCAL_FILES,
+    parser.add_argument("--image_url", default=None,
                         help="--format labelstudio: prefix of the tasks' image URLs, the image's path relative to "
-                             f"--input appended (default {LOCAL_FILES}: Label Studio's local files, its document "
-                             "root the --input folder)")
+                             f"--input appended (default {LOCAL_FILES}INPUT/, INPUT the --input folder's name: Label "
+                             "Studio's local files, its document root the folder that holds --input)")
     parser.add_argument("--min_score", type=float, default=0.0,
                         help="pre-annotations: leave out keypoints scored below this (default 0: all)")
     parser.add_argument("--model_version", default=None,
@@ -93,8 +94,15 @@ def format_problems(args) -> list[str]:
     return problems
 
 
+def default_image_url(images: Path) -> str:
+    """Label Studio's local-files URL prefix of the images in folder ``images``, its document root the folder that
+    holds it (Label Studio serves a storage in a sub-folder of its document root, never the root itself)."""
+    return f"{LOCAL_FILES}{quote(Path(images).resolve().name)}/"
+
+
 def options_of(args) -> FormatOptions:
-    return FormatOptions(args.format, args.image_url, args.min_score, args.model_version)
+    url = args.image_url if args.image_url is not None else default_image_url(Path(args.input))
+    return FormatOptions(args.format, url, args.min_score, args.model_version)
 
 
 def inside_input(images: dict[str, Path], root: Path) -> dict[str, Path]:
@@ -140,7 +148,8 @@ def write_format(args, models: list[Model], images: dict[str, Path], source: Box
     lines, skipped = preannotate(models, args.model, inside_input(images, Path(args.input)), source, options_of(args),
                                  args.batch_size, args.workers, args.max_pixels)
     names = ", ".join(skipped[:10]) + (f" and {len(skipped) - 10} more" if len(skipped) > 10 else "")
-    print("; ".join(lines) + f"; {len(skipped)} images skipped (unreadable or too large){': ' + names if skipped else ''}")
+    note = f": {names}" if skipped else ""
+    print("; ".join(lines) + f"; {len(skipped)} images skipped (unreadable or too large){note}")
     if images and len(skipped) == len(images):
         raise LabellingError(f"--input: none of the {len(images)} images could be read")
     return Path(args.out)

@@ -9,8 +9,9 @@ percent of ``original_width`` / ``original_height``; every region carries its ``
 labelling config (``sapiens2-ft label-config`` prints the same), so that the names match by construction.
 
 The image URL is ``--image_url`` + the image's path relative to ``--input`` (URL-quoted): by default
-``/data/local-files/?d=KEY``, which Label Studio serves with ``LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED=true``,
-``LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT`` = the ``--input`` folder and a "Local files" storage of the project on it.
+``/data/local-files/?d=INPUT/KEY`` (INPUT the ``--input`` folder's name), which Label Studio serves with
+``LABEL_STUDIO_LOCAL_FILES_SERVING_ENABLED=true``, ``LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT`` = the folder that holds
+``--input``, and a "Local files" storage of the project on the ``--input`` folder (a storage must lie below the root).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def config_xml(labels: LabelSet) -> str:
     for name in labels.names:
         ET.SubElement(control, "Label", value=name)
     ET.indent(view)
-    return f"<!-- sapiens2-ft: {labels.kind} labels of {labels.model_version} -->\n" + ET.tostring(view, "unicode") + "\n"
+    about = f"<!-- sapiens2-ft: {labels.kind} labels of {labels.model_version.replace('--', '- -')} -->"
+    return f"{about}\n{ET.tostring(view, 'unicode')}\n"
 
 
 def image_url(prefix: str, key: str) -> str:

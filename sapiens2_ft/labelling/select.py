@@ -94,7 +94,8 @@ def unsure_images(inference, images: dict[str, Path], source, batch_size: int = 
                 scored = pose_unsure(inference, originals, source(keys, originals), inference.metainfo.sigmas,
                                      batch_size)
             else:
-                scored = [class_unsure(inference.class_probabilities(out)) for out in inference.image_outputs(originals)]
+                scored = [class_unsure(inference.class_probabilities(out))
+                          for out in inference.image_outputs(originals)]
             found.update(zip(keys, scored))
             progress.update(len(keys) + len(unreadable))
     progress.close()

@@ -132,7 +132,7 @@ def test_select_writes_the_list_the_ranking_and_the_pre_annotations(tiny_pose308
     assert [float(r["unsure"]) for r in rows] == sorted((float(r["unsure"]) for r in rows), reverse=True)
     assert all(0 <= float(r["unsure"]) <= 1 for r in rows)
     tasks = json.loads((out / "tasks.json").read_text())
-    assert [t["data"]["image"].rsplit("=", 1)[1] for t in tasks] == picked
+    assert [t["data"]["image"] for t in tasks] == [f"/data/local-files/?d=in/{k}" for k in picked]
 
     renamed = tmp_path / "renamed"  # other names, the same pixels: the same scores
     renamed.mkdir()
