@@ -38,9 +38,10 @@ def train(root: Path, ann: Path, run_dir: Path, steps: int, seed: int, validate:
 
     overrides = dict(data__root=str(root), data__train_ann=str(ann.resolve()), trainer__max_steps=steps,
                      trainer__val_check_interval=steps, run_dir=str(run_dir), seed_everything=seed,
-                     trainer__enable_progress_bar=False, tracking__logger="csv", data__num_workers=0)
+                     trainer__enable_progress_bar=False, tracking__logger="csv", data__num_workers=0,
+                     validate_first=False)  # one validation, at the end: the start is the same for both picks
     if not validate:
-        overrides.update(validate_first=False, trainer__limit_val_batches=0)
+        overrides.update(trainer__limit_val_batches=0)
     return sapiens2_ft.train(config="pose_demo.yaml", **overrides)
 
 

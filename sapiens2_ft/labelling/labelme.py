@@ -49,12 +49,17 @@ class LabelMeFiles:
 
     def __init__(self, out: Path, labels: LabelSet, min_score: float = 0.0, **_):
         self.out, self.labels, self.min_score, self.count = Path(out), labels, min_score, 0
+        self.names: set[str] = set()
 
     def add(self, prediction: ImagePrediction) -> None:
         key = PurePosixPath(prediction.key)
         copy_file(prediction.path, self.out, key.as_posix())
         width, height = prediction.size
-        write_json(self.out, key.with_suffix(".json").as_posix(),
+        name = key.with_suffix(".json").as_posix()
+        if name.lower() in self.names:  # a.jpg and a.png in one folder: the second gets a.png.json
+            name = f"{key.as_posix()}.json"
+        self.names.add(name.lower())
+        write_json(self.out, name,
                    {"version": LABELME_VERSION, "flags": {}, "shapes": shapes(prediction, self.labels, self.min_score),
                     "imagePath": key.name, "imageData": None, "imageHeight": height, "imageWidth": width}, indent=1)
         self.count += 1

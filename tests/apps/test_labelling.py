@@ -305,3 +305,21 @@ def test_an_output_link_is_not_written_through(tiny_pose308_dir, photos, tmp_pat
     with pytest.raises(Exception, match="link"):
         run_pose(tiny_pose308_dir, photos, out, "--format", "cvat")
     assert not list(elsewhere.iterdir())
+
+
+def test_label_config_prints_the_names_the_pre_annotations_use(tiny_seg_dir, capsys):
+    """Label Studio's XML and CVAT's labels of a keypoint set, a class set and a model, with the names predict's
+    files use."""
+    from sapiens2_ft.labelling.config import main as label_config
+
+    assert label_config(["--keypoints", "coco17", "--tool", "cvat"]) == 0
+    skeleton, box = json.loads(capsys.readouterr().out)
+    assert skeleton["type"] == "skeleton" and [s["name"] for s in skeleton["sublabels"]][:2] == ["nose", "left_eye"]
+    assert skeleton["svg"].count("data-type=\"element node\"") == 17 and box["name"] == "person_box"
+    assert label_config(["--classes", "parts", "--tool", "labelstudio"]) == 0
+    view = ET.fromstring(capsys.readouterr().out.split("\n", 1)[1])
+    assert [c.get("value") for c in view.find("PolygonLabels")] == list(SAPIENS2_PART_CLASSES)
+    assert label_config(["--model", str(tiny_seg_dir), "--tool", "cvat"]) == 0
+    labels = json.loads(capsys.readouterr().out)
+    assert [label["name"] for label in labels] == list(SAPIENS2_PART_CLASSES) and labels[1]["color"] == "#800000"
+    assert label_config(["--keypoints", "no_such_set"]) == 2
