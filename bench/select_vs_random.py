@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import sys
 import time
@@ -70,11 +71,15 @@ def main() -> None:
     annotations = json.loads((root / "annotations" / "train.json").read_text())
     ids = sorted(i["id"] for i in annotations["images"])
     names = {i["id"]: i["file_name"] for i in annotations["images"]}
-    results = []
+    done = args.out / "results.json"
+    results = json.loads(done.read_text()) if done.is_file() else []  # a rerun goes on where one stopped
     for seed in args.seeds:
+        if any(r["seed"] == seed for r in results):
+            continue
         started = time.time()
         labelled = set(random.Random(seed).sample(ids, args.labelled))
         work = args.out / f"seed{seed}"
+        shutil.rmtree(work, ignore_errors=True)  # a seed cut short starts again
         chooser = train(root, subset(annotations, labelled, work / "labelled.json"), work / "chooser",
                         args.seed_steps, seed, validate=False)
         pool = [i for i in ids if i not in labelled]

@@ -168,3 +168,23 @@ def test_select_refuses_bad_arguments_and_links_leading_out(tiny_pose308_dir, un
     assert select(base + ["--input", str(folder), "--budget", "9", "--out", str(tmp_path / "out")]) == 0
     assert "zz.jpg is a link leading out" in capsys.readouterr().err
     assert "zz.jpg" not in (tmp_path / "out" / "ranking.csv").read_text()
+
+
+def test_select_scores_every_person_of_the_boxes_given(tiny_pose308_dir, unlabelled, tiny_coco, tmp_path):
+    """With --boxes (two people an image) an image's unsureness is the mean of its people's, each as the library
+    computes it on those boxes."""
+    import sapiens2_ft.labelling.select as select_module
+    from sapiens2_ft.predict.boxes import FileBoxes, read_boxes
+    from sapiens2_ft.predict.inputs import list_images
+    from sapiens2_ft.predict.loading import load_inference
+
+    boxes = tiny_coco / "annotations" / "person_keypoints_train2017.json"
+    out = tmp_path / "out"
+    assert select(["--model", str(tiny_pose308_dir), "--keypoints", "coco17", "--input", str(unlabelled),
+                   "--budget", "1", "--out", str(out), "--boxes", str(boxes), "--workers", "0"]) == 0
+    written = {r["image"]: float(r["unsure"]) for r in csv.DictReader((out / "ranking.csv").open())}
+    inference, _ = load_inference(str(tiny_pose308_dir), tmp_path, "coco17")
+    images = list_images(unlabelled)
+    found = select_module.unsure_images(inference, images, FileBoxes(read_boxes(boxes, list(images))[1]), workers=0)
+    assert written == {k: round(v[0], 4) for k, v in found.items()}
+    assert max(written, key=written.get) == (out / "selected.txt").read_text().split()[0]
