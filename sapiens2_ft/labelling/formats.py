@@ -96,8 +96,10 @@ def format_problems(args) -> list[str]:
 
 def default_image_url(images: Path) -> str:
     """Label Studio's local-files URL prefix of the images in folder ``images``, its document root the folder that
-    holds it (Label Studio serves a storage in a sub-folder of its document root, never the root itself)."""
-    return f"{LOCAL_FILES}{quote(Path(images).resolve().name)}/"
+    holds it (Label Studio serves a storage in a sub-folder of its document root, never the root itself); one image:
+    its folder's."""
+    folder = Path(images).resolve()
+    return f"{LOCAL_FILES}{quote((folder if folder.is_dir() else folder.parent).name)}/"
 
 
 def options_of(args) -> FormatOptions:

@@ -323,3 +323,16 @@ def test_label_config_prints_the_names_the_pre_annotations_use(tiny_seg_dir, cap
     labels = json.loads(capsys.readouterr().out)
     assert [label["name"] for label in labels] == list(SAPIENS2_PART_CLASSES) and labels[1]["color"] == "#800000"
     assert label_config(["--keypoints", "no_such_set"]) == 2
+
+
+def test_label_studio_urls_of_a_folder_of_one_image_and_of_odd_names(tmp_path):
+    """The default URL names the --input folder under the document root (one image: its folder); keys are quoted,
+    so a name with a space, '#' or '?' stays one path."""
+    from sapiens2_ft.labelling.formats import default_image_url
+    from sapiens2_ft.labelling.label_studio import image_url
+
+    (tmp_path / "my photos").mkdir()
+    (tmp_path / "my photos" / "a.jpg").write_bytes(b"")
+    assert default_image_url(tmp_path / "my photos") == "/data/local-files/?d=my%20photos/"
+    assert default_image_url(tmp_path / "my photos" / "a.jpg") == "/data/local-files/?d=my%20photos/"
+    assert image_url("/data/local-files/?d=in/", "cam 1/x#2?.jpg") == "/data/local-files/?d=in/cam%201/x%232%3F.jpg"
