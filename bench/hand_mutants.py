@@ -475,4 +475,67 @@ HAND: tuple[HandMutant, ...] = (
         new="int(args.max_megapixels * 2**20)",
         why="--max_megapixels read in the byte limit's unit: 5% more pixels pass than documented",
         tests=(f"{SERVE_MODELS}::test_every_serve_option_reaches_the_server_it_builds",)),
+    # -- issue 62: the labelling loop ------------------------------------------------------------------------------
+    HandMutant(
+        "outline-holes-dropped", "sapiens2_ft/labelling/outlines.py",
+        old="    return [o for o, inside in zip(found, enclosed) if inside or o.class_id != background]",
+        new="    return [o for o in found if o.class_id != background]",
+        why="the background inside a person (between an arm and the body) is painted as the part around it",
+        tests=("tests/apps/test_labelling.py::test_outlines_paint_class_maps_back_exactly",
+               "tests/apps/test_labelling.py::test_seg_round_trip_gives_the_same_class_maps")),
+    HandMutant(
+        "outlines-smallest-first", "sapiens2_ft/labelling/outlines.py",
+        old="    found.sort(key=lambda o: -o.covers)",
+        new="    found.sort(key=lambda o: o.covers)",
+        why="a part inside another is painted first and covered: the tool shows the torso without its hands",
+        tests=("tests/apps/test_labelling.py::test_outlines_paint_class_maps_back_exactly",)),
+    HandMutant(
+        "label-studio-y-of-width", "sapiens2_ft/labelling/label_studio.py",
+        old='                                   {"x": _percent(px, width), "y": _percent(py, height),',
+        new='                                   {"x": _percent(px, width), "y": _percent(py, width),',
+        why="keypoints' y in percent of the width: on any photo not square they sit too high or too low",
+        tests=("tests/apps/test_labelling.py::test_pose_round_trip_gives_the_same_keypoints",)),
+    HandMutant(
+        "cvat-min-score-ignored", "sapiens2_ft/labelling/cvat.py",
+        old='outside="0" if s >= self.min_score else "1"',
+        new='outside="0"',
+        why="predict --format cvat --min_score keeps every keypoint, however unsure",
+        tests=("tests/apps/test_labelling.py::test_keypoints_below_min_score_come_back_unlabelled",)),
+    HandMutant(
+        "coco-rle-row-major", "sapiens2_ft/labelling/coco.py",
+        old='    flat = np.asarray(mask, bool).reshape(-1, order="F")',
+        new="    flat = np.asarray(mask, bool).reshape(-1)",
+        why="COCO RLE counted along rows: every mask a tool reads is the transposed scramble of the part",
+        tests=("tests/apps/test_labelling.py::test_rle_counts_and_voc_colours",
+               "tests/apps/test_labelling.py::test_seg_round_trip_gives_the_same_class_maps")),
+    HandMutant(
+        "links-out-copied", "sapiens2_ft/labelling/formats.py",
+        old="    kept = {key: path for key, path in images.items() if inside(root, path, follow_links=True)}",
+        new="    kept = {key: path for key, path in images.items() if inside(root, path)}",
+        why="a link in a handed photo folder copies a file from elsewhere into the tool's import",
+        tests=("tests/apps/test_labelling.py::test_a_link_leading_out_of_input_is_not_copied_into_the_tool",)),
+    HandMutant(
+        "flip-answer-not-swapped", "sapiens2_ft/labelling/predictions.py",
+        old='            points = q["points"][flip].copy()',
+        new='            points = q["points"].copy()',
+        why="select compares the mirrored crop's left wrist with the right one: every person looks unsure",
+        tests=("tests/apps/test_select.py::test_a_self_consistent_pose_model_is_judged_by_its_scores_alone",)),
+    HandMutant(
+        "mirror-box-off-by-one", "sapiens2_ft/labelling/predictions.py",
+        old="    out[:, 0] = width - 1 - out[:, 0] - out[:, 2]",
+        new="    out[:, 0] = width - out[:, 0] - out[:, 2]",
+        why="the mirrored crop is a pixel off the mirror of the crop: a disagreement the model never made",
+        tests=("tests/apps/test_select.py::test_mirrored_boxes_and_flip_agreement",)),
+    HandMutant(
+        "margin-over-the-background", "sapiens2_ft/labelling/predictions.py",
+        old="    weight = (1 - probabilities[0].float()).clamp_min(0)",
+        new="    weight = torch.ones_like(probabilities[0].float())",
+        why="seg's unsureness averaged over the whole image: empty photos and backgrounds outrank the people",
+        tests=("tests/apps/test_select.py::test_a_class_model_is_unsure_where_two_classes_are_close_on_the_people",)),
+    HandMutant(
+        "diversity-ignored", "sapiens2_ft/labelling/selection.py",
+        old="    if diversity == 0 or features is None:",
+        new="    if True:",
+        why="select --diversity picks the same near-duplicates as without it",
+        tests=("tests/apps/test_select.py::test_choose_takes_the_most_unsure_and_spreads_with_diversity",)),
 )

@@ -28,7 +28,7 @@ from hub_cache import use_hub_cache
 from sapiens2_ft import console
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ("README.md", "docs/models.md", "docs/convert.md", "docs/evaluate.md")  # the users' paths
+PAGES = ("README.md", "docs/models.md", "docs/convert.md", "docs/evaluate.md", "docs/labelling.md")  # the users' paths
 STEPS = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "2"]  # the only thing added (training)
 FURTHER = ["--trainer.max_steps", "4", "--trainer.val_check_interval", "2"]  # a resume: 2 steps past the run's end
 NOT_RUN_HERE = (  # (pattern of a command, why not here; where it is run instead)
@@ -42,6 +42,10 @@ NOT_RUN_HERE = (  # (pattern of a command, why not here; where it is run instead
     (r"^sbatch ", "a SLURM job: docs/scaling.md's job script; requeue on SIGUSR1 in tests/training/test_preemption.py"),
     (r"evaluate .*--detector ", "the stand-in detector is random and finds nobody: tests/apps/test_evaluate.py runs "
                                 "--detector with one that does"),
+    (r"^pip install label-studio|label-studio start$", "Label Studio in its own environment, a server: "
+                                                       "tests/apps/test_label_studio.py installs and starts it (slow)"),
+    (r"convert label-studio unlabeled/", "a Label Studio export needs its server: tests/apps/test_label_studio.py "
+                                         "exports a real project and converts it"),
     (r"^pip install ", "installs the project: tests/apps/test_install.py builds and installs it; the dev extra holds "
                        "the serve extra, which the server's tests use"),
     (r"^docker ", "needs a Docker engine, which this kind of machine lacks: tests/apps/test_serve_container.py checks "
@@ -102,6 +106,7 @@ def world(tmp_path_factory):
     write_yolo_export(root / "datasets" / "my-pose")
     write_cvat_mask_export(root / "my_cvat_masks")
     write_photos(root / "photos")
+    write_photos(root / "unlabeled", count=4)  # docs/labelling.md: the images the model pre-labels
     write_clip(root / "clip.mp4")
     readme = (ROOT / "README.md").read_text()
     (root / "my_keypoints.yaml").write_text(re.search(r"```yaml\n(name: my_keypoints.*?)```", readme, re.S).group(1))
@@ -146,6 +151,10 @@ def test_the_readme_and_the_docs_main_pages_run_as_written(in_world):
     for out in ("out/pose", "out/coco", "out/seg", "out/normal", "out/pointmap", "out/matting"):
         assert (in_world / out).is_dir(), f"{out} missing"
     assert (in_world / "out" / "clip.mp4").is_file()  # pose + seg on the clip
+    assert len((in_world / "next" / "selected.txt").read_text().split()) == 2  # docs/labelling.md's loop
+    assert json.loads((in_world / "runs" / "mine-2" / "summary.json").read_text())["global_step"] == 2
+    assert (in_world / "prelabels" / "tasks.json").is_file()
+    assert (in_world / "prelabels-cvat" / "annotations.xml").is_file()
     released = json.loads((in_world / "eval" / "released" / "metrics.json").read_text())
     assert released["samples"] == 3 and set(released["metrics"]) >= {"AP", "AR", "loss"}  # coco17 of the 308 rows
     assert len(skipped["README.md"]) == 7, "\n".join(skipped["README.md"])  # two installs, four of Scale, sbatch
