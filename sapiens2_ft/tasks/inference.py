@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from datamodules.boundary.writes import write_array, write_image
+from datamodules.boundary.writes import write_array, write_bytes, write_image
 from datamodules.dense.geometry import letterbox_matrix, stretch_matrix
 from datamodules.dense.pipelines import LETTERBOX
 from datamodules.transforms import affine
@@ -44,7 +44,9 @@ class Batch(TypedDict, total=False):
 
 
 Outputs = Mapping[str, torch.Tensor]  # a task's outputs by name, each (B, ...); each task declares its own keys
-Files = dict[str, np.ndarray]  # file suffix -> array: ``.png`` uint8 maps (BGR pictures), ``.npy`` float arrays
+Files = dict[str, np.ndarray]  # file suffix -> array: ``.png`` uint8 maps (BGR pictures), ``.npy`` float arrays,
+# ``ENCODED`` suffixes the file's bytes (uint8, 1-D): a ``.ply`` point cloud
+ENCODED = (".ply",)
 
 
 def output_name(key: str) -> str:
@@ -53,10 +55,13 @@ def output_name(key: str) -> str:
 
 
 def write_arrays(directory: Path, name: str, files: Files) -> None:
-    """``directory/NAME<suffix>`` for each array: ``.npy`` with numpy, images with cv2 (subfolders of NAME made)."""
+    """``directory/NAME<suffix>`` for each array: ``.npy`` with numpy, an encoded file (``ENCODED``) as its bytes,
+    images with cv2 (subfolders of NAME made)."""
     for suffix, array in files.items():
         if suffix.endswith(".npy"):
             write_array(directory, f"{name}{suffix}", array)
+        elif suffix.endswith(ENCODED):
+            write_bytes(directory, f"{name}{suffix}", array.tobytes())
         else:
             write_image(directory, f"{name}{suffix}", array)
 
@@ -225,6 +230,12 @@ class TaskInference:
 
     # -- whole images ---------------------------------------------------------------------------
 
+    def fit_matrix(self, shape: Sequence[int]) -> np.ndarray:
+        """The 2x3 affine from an image of ``shape`` (H, W) to the network input: the task's validation resize
+        (``TaskSpec.resize``: letterboxed or stretched)."""
+        fit = letterbox_matrix if self.spec.resize == LETTERBOX else stretch_matrix
+        return fit(tuple(shape[:2]), self.input_size)
+
     def image_outputs(self, images: list[np.ndarray], focal: float | None = None) -> list[Outputs]:
         """``infer``'s outputs for whole RGB images, each mapped back to its image's pixels (the validation resize
         of the task's training pipeline: stretched for seg, letterboxed otherwise): per image, maps (1, C, H, W)
@@ -235,8 +246,7 @@ class TaskInference:
                              f"{self.task}")
         if focal is not None and not focal > 0:
             raise ValueError(f"focal: the focal length in pixels must be > 0, got {focal}")
-        fit = letterbox_matrix if self.spec.resize == LETTERBOX else stretch_matrix
-        matrices = [fit(image.shape[:2], self.input_size) for image in images]
+        matrices = [self.fit_matrix(image.shape[:2]) for image in images]
         crops = np.stack([affine.warp_image(image, m, self.input_size) for image, m in zip(images, matrices)])
         device = self.device
         outputs = self.infer(normalize_images(torch.from_numpy(crops).permute(0, 3, 1, 2).to(device)))

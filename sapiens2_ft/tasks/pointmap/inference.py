@@ -8,6 +8,7 @@ from typing import NotRequired, Sequence, TypedDict
 import numpy as np
 import torch
 
+from datamodules.boundary.writes import ply_bytes
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.inference import Batch, Files, TaskInference
 from sapiens2_ft.tasks.pointmap import draw
@@ -37,6 +38,21 @@ def to_metric(canonical: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 def depth_png(z: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """The task's picture of depth (``draw.picture``) for ``cv2.imwrite`` (BGR)."""
     return np.ascontiguousarray(draw.picture(z, mask)[..., ::-1])
+
+
+def point_cloud(xyz: np.ndarray, image: np.ndarray, mask: np.ndarray | None,
+                intrinsics: tuple[float, float, float, float]) -> np.ndarray:
+    """The bytes of a binary PLY of the pixels of ``xyz`` (H, W, 3 metric camera XYZ) within ``mask`` (None: all)
+    whose point is finite with Z > 0, in row-major order, coloured by ``image`` (RGB), with the image's size and
+    ``intrinsics`` (fx, fy, cx, cy) as header comments."""
+    kept = np.isfinite(xyz).all(axis=-1) & (xyz[..., 2] > 0)
+    if mask is not None:
+        kept &= mask
+    fx, fy, cx, cy = intrinsics
+    comments = ("sapiens2-ft pointmap: camera XYZ in metres, x right, y down, z forward (OpenCV)",
+                f"image_size {xyz.shape[1]} {xyz.shape[0]}",
+                f"intrinsics fx {fx:.6f} fy {fy:.6f} cx {cx:.6f} cy {cy:.6f}")
+    return np.frombuffer(ply_bytes(xyz[kept], image[kept], comments), np.uint8)
 
 
 class PointmapInference(TaskInference):
@@ -70,11 +86,23 @@ class PointmapInference(TaskInference):
             scale = torch.ones(len(outputs["pointmap"]), device=outputs["pointmap"].device)
         return to_metric(outputs["pointmap"].float(), scale)
 
+    def intrinsics(self, outputs: PointmapOutputs, i: int, shape: Sequence[int]) -> tuple[float, float, float, float]:
+        """(fx, fy, cx, cy) in the pixels of an image of ``shape`` (H, W): the focal that made sample ``i``'s points
+        metric (a known camera's, or the one its predicted scale implies: ``canonical_focal / scale`` at the network
+        input, back through the resize), the principal point at the image's centre (pixel centres at integers)."""
+        scale = outputs.get("scale")
+        scale = max(float(scale.reshape(-1)[i]), MIN_SCALE) if scale is not None else 1.0
+        matrix = self.fit_matrix(shape)
+        focal = self.canonical_focal / scale
+        return focal / float(matrix[0, 0]), focal / float(matrix[1, 1]), (shape[1] - 1) / 2, (shape[0] - 1) / 2
+
     def files(self, outputs: PointmapOutputs, i: int, image: np.ndarray, mask: torch.Tensor | None = None) -> Files:
-        """``NAME.npy``: HxWx3 metric XYZ (float32); ``NAME_depth.png``: turbo colour map of 1 / Z (within ``mask``)."""
-        xyz = self.metric(outputs)[i].permute(1, 2, 0).cpu().numpy()
+        """``NAME.npy``: HxWx3 metric XYZ (float32); ``NAME_depth.png``: turbo colour map of 1 / Z (within ``mask``);
+        ``NAME.ply``: the points (within ``mask``, finite, Z > 0) coloured by the image (``point_cloud``)."""
+        xyz = self.metric(outputs)[i].permute(1, 2, 0).cpu().numpy().astype(np.float32)
         shown = mask.reshape(xyz.shape[:2]).cpu().numpy().astype(bool) if mask is not None else None
-        return {".npy": xyz.astype(np.float32), "_depth.png": depth_png(xyz[..., 2], shown)}
+        return {".npy": xyz, "_depth.png": depth_png(xyz[..., 2], shown),
+                ".ply": point_cloud(xyz, image, shown, self.intrinsics(outputs, i, xyz.shape[:2]))}
 
     def picture(self, result: Files, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
         return draw.TITLE, draw.picture(result[".npy"][..., 2], people)
