@@ -9,8 +9,9 @@ holds one and validates through it; ``predict``, ``evaluate``, the web demo and 
 torchmetrics: a trained model runs without the training stack.
 
 What the apps may ask of a task is declared here as class attributes (``takes_person_boxes``, ``finds_people``,
-``takes_focal``, ``people_only_pictures``), never guessed from its name or its methods. Whole-image tasks use the
-methods below as they are; a top-down task (``takes_person_boxes``) runs on person crops instead (pose's ``estimate``).
+``takes_focal``, ``people_only_pictures``, ``downloads``), never guessed from its name or its methods. Whole-image
+tasks use the methods below as they are; a top-down task (``takes_person_boxes``) runs on person crops instead (pose's
+``estimate``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from datamodules.boundary.writes import write_array, write_bytes, write_image
+from datamodules.boundary.writes import write_array, write_bytes, write_image, write_text
 from datamodules.dense.geometry import letterbox_matrix, stretch_matrix
 from datamodules.dense.pipelines import LETTERBOX
 from datamodules.transforms import affine
@@ -45,7 +46,7 @@ class Batch(TypedDict, total=False):
 
 Outputs = Mapping[str, torch.Tensor]  # a task's outputs by name, each (B, ...); each task declares its own keys
 Files = dict[str, np.ndarray]  # file suffix -> array: ``.png`` uint8 maps (BGR pictures), ``.npy`` float arrays,
-# ``ENCODED`` suffixes the file's bytes (uint8, 1-D): a ``.ply`` point cloud
+# ``.txt`` a matrix as whitespace text, ``ENCODED`` suffixes the file's bytes (uint8, 1-D): a ``.ply`` point cloud
 ENCODED = (".ply",)
 
 
@@ -55,13 +56,15 @@ def output_name(key: str) -> str:
 
 
 def write_arrays(directory: Path, name: str, files: Files) -> None:
-    """``directory/NAME<suffix>`` for each array: ``.npy`` with numpy, an encoded file (``ENCODED``) as its bytes,
-    images with cv2 (subfolders of NAME made)."""
+    """``directory/NAME<suffix>`` for each array: ``.npy`` with numpy, an encoded file (``ENCODED``) as its bytes, a
+    ``.txt`` matrix as rows of numbers, images with cv2 (subfolders of NAME made)."""
     for suffix, array in files.items():
         if suffix.endswith(".npy"):
             write_array(directory, f"{name}{suffix}", array)
         elif suffix.endswith(ENCODED):
             write_bytes(directory, f"{name}{suffix}", array.tobytes())
+        elif suffix.endswith(".txt"):
+            write_text(directory, f"{name}{suffix}", "".join(" ".join(f"{v:.9g}" for v in row) + "\n" for row in array))
         else:
             write_image(directory, f"{name}{suffix}", array)
 
@@ -109,6 +112,7 @@ class TaskInference:
     finds_people: ClassVar[bool] = False  # ``people``: where the people are in its outputs (boxes, masks)
     takes_focal: ClassVar[bool] = False  # ``with_focal``: its outputs take a known camera's focal length
     people_only_pictures: ClassVar[bool] = False  # its pictures show the people alone, where a model found them
+    downloads: ClassVar[tuple[str, ...]] = ()  # suffixes of ``files`` the web demo offers for download
 
     def __init__(self, input_size: Sequence[int] = (256, 192), model: nn.Module | None = None):
         self.input_size = (int(input_size[0]), int(input_size[1]))

@@ -13,6 +13,7 @@ from datamodules.boundary.writes import ply_bytes
 from datamodules.dense.geometry import back_project
 from sapiens2_ft.tasks.inference import write_arrays
 from sapiens2_ft.tasks.pointmap.inference import PointmapInference
+from sapiens2_ft.tasks.pointmap.targets import load_intrinsics
 
 INPUT = (128, 96)
 SHAPE = (64, 40)  # letterboxed into INPUT by 2: the focal at the network input is twice the image's
@@ -55,13 +56,17 @@ def test_the_ply_holds_the_metric_points_of_the_people_in_rgb(tmp_path):
     assert f"image_size {SHAPE[1]} {SHAPE[0]}" in comments
 
 
-def test_the_header_gives_the_focal_that_made_the_points_metric(tmp_path):
+def test_the_header_the_txt_and_the_json_give_the_focal_that_made_the_points_metric(tmp_path):
     xyz, image, _ = scene(1)
-    _, (points, _, comments) = written(tmp_path, xyz, image, None)
+    files, (points, _, comments) = written(tmp_path, xyz, image, None)
     assert len(points) == SHAPE[0] * SHAPE[1] - 2  # no mask: every finite point in front of the camera
     K = intrinsics(comments)
     assert K["fx"] == pytest.approx(FX, rel=1e-6) and K["fy"] == pytest.approx(FY, rel=1e-6)
     assert (K["cx"], K["cy"]) == ((SHAPE[1] - 1) / 2, (SHAPE[0] - 1) / 2)  # the image's centre
+    as_data = load_intrinsics(tmp_path / "sub" / "a_intrinsics.txt")  # a dataset's intrinsics/NAME.txt reader
+    assert np.allclose(as_data, [[K["fx"], 0, K["cx"]], [0, K["fy"], K["cy"]], [0, 0, 1]], rtol=1e-6)
+    found = PointmapInference(input_size=INPUT).findings(files)["intrinsics"]
+    assert found == {name: round(value, 4) for name, value in K.items()}
 
 
 def test_a_point_cloud_is_refused_malformed():
