@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from datamodules.boundary.writes import write_array, write_bytes, write_image, write_text
+from datamodules.boundary.writes import encode_array, encode_image, write_bytes
 from datamodules.dense.geometry import letterbox_matrix, stretch_matrix
 from datamodules.dense.pipelines import LETTERBOX
 from datamodules.transforms import affine
@@ -55,18 +55,22 @@ def output_name(key: str) -> str:
     return PurePosixPath(key).with_suffix("").as_posix()
 
 
+def file_bytes(suffix: str, array: np.ndarray) -> bytes:
+    """The bytes of the file ``NAME<suffix>`` of one of ``Files``' arrays: an ``.npy`` array, an encoded file
+    (``ENCODED``) as it is, a ``.txt`` matrix as rows of numbers, else a picture encoded by the suffix (cv2)."""
+    if suffix.endswith(".npy"):
+        return encode_array(array)
+    if suffix.endswith(ENCODED):
+        return array.tobytes()
+    if suffix.endswith(".txt"):
+        return "".join(" ".join(f"{v:.9g}" for v in row) + "\n" for row in array).encode("ascii")
+    return encode_image(f"NAME{suffix}", array)  # a bare ".jpg" is a dotfile's name to pathlib
+
+
 def write_arrays(directory: Path, name: str, files: Files) -> None:
-    """``directory/NAME<suffix>`` for each array: ``.npy`` with numpy, an encoded file (``ENCODED``) as its bytes, a
-    ``.txt`` matrix as rows of numbers, images with cv2 (subfolders of NAME made)."""
+    """``directory/NAME<suffix>`` for each array, as ``file_bytes`` (subfolders of NAME made)."""
     for suffix, array in files.items():
-        if suffix.endswith(".npy"):
-            write_array(directory, f"{name}{suffix}", array)
-        elif suffix.endswith(ENCODED):
-            write_bytes(directory, f"{name}{suffix}", array.tobytes())
-        elif suffix.endswith(".txt"):
-            write_text(directory, f"{name}{suffix}", "".join(" ".join(f"{v:.9g}" for v in row) + "\n" for row in array))
-        else:
-            write_image(directory, f"{name}{suffix}", array)
+        write_bytes(directory, f"{name}{suffix}", file_bytes(suffix, array))
 
 
 class ResultWriter(Protocol):
