@@ -51,6 +51,10 @@ BUDGET, CONVERT_LINKS = "tests/apps/test_convert_budget.py", "tests/apps/test_co
 API, RESULT = "tests/apps/test_api.py", "tests/apps/test_result.py"
 SERVE_MODELS, SERVE_REQUESTS = "tests/apps/test_serve_models.py", "tests/apps/test_serve_requests.py"
 SERVED = "sapiens2_ft/serve/models.py"
+PLY, POINT_CLOUD = "sapiens2_ft/tasks/pointmap/inference.py", "tests/tasks/pointmap/test_point_clouds.py"
+PLY_PEOPLE = f"{POINT_CLOUD}::test_the_ply_holds_the_metric_points_of_the_people_in_rgb"
+PLY_SHEET = "tests/apps/test_predict_sheet.py::test_several_models_write_per_task_folders_and_a_sheet"
+PLY_APP = "tests/apps/test_app_point_cloud.py::test_the_page_offers_the_people_s_point_cloud"
 
 HAND: tuple[HandMutant, ...] = (
     # -- the five of issue 59 ------------------------------------------------------------------------------------
@@ -538,4 +542,42 @@ HAND: tuple[HandMutant, ...] = (
         new="    if True:",
         why="select --diversity picks the same near-duplicates as without it",
         tests=("tests/apps/test_select.py::test_choose_takes_the_most_unsure_and_spreads_with_diversity",)),
+    # -- issue 64: point clouds -----------------------------------------------------------------------------------
+    HandMutant(
+        "ply-axes-reversed", PLY,
+        old="    return np.frombuffer(ply_bytes(xyz[kept], image[kept], comments), np.uint8)",
+        new="    return np.frombuffer(ply_bytes(xyz[kept][:, ::-1], image[kept], comments), np.uint8)",
+        why="the .ply holds Z, Y, X: the person lies on its side in a viewer, the header's K fits no point",
+        tests=(PLY_PEOPLE, PLY_SHEET, PLY_APP)),
+    HandMutant(
+        "ply-in-millimetres", PLY,
+        old="    return np.frombuffer(ply_bytes(xyz[kept], image[kept], comments), np.uint8)",
+        new="    return np.frombuffer(ply_bytes(xyz[kept] * 1000, image[kept], comments), np.uint8)",
+        why="the .ply is in millimetres while its header and the .npy say metres: a 1.7 m person is 1.7 km tall",
+        tests=(PLY_PEOPLE, PLY_SHEET, PLY_APP)),
+    HandMutant(
+        "ply-mask-inverted", PLY,
+        old="        kept &= mask\n",
+        new="        kept &= ~mask\n",
+        why="the .ply holds the background the seg or matting model found, not the people",
+        tests=(PLY_PEOPLE, PLY_SHEET, PLY_APP)),
+    HandMutant(
+        "ply-colours-bgr", PLY,
+        old="    return np.frombuffer(ply_bytes(xyz[kept], image[kept], comments), np.uint8)",
+        new="    return np.frombuffer(ply_bytes(xyz[kept], image[kept][:, ::-1], comments), np.uint8)",
+        why="the point cloud's colours are BGR: skin is blue in every viewer",
+        tests=(PLY_PEOPLE, PLY_SHEET, PLY_APP)),
+    HandMutant(
+        "ply-focal-of-the-network-input", PLY,
+        old="        return np.array([[focal / float(matrix[0, 0]), 0.0, (shape[1] - 1) / 2],",
+        new="        return np.array([[focal, 0.0, (shape[1] - 1) / 2],",
+        why="the header's and NAME_intrinsics.txt's fx is the focal at the network's input, not the image's",
+        tests=(f"{POINT_CLOUD}::test_the_header_the_txt_and_the_json_give_the_focal_that_made_the_points_metric",
+               PLY_SHEET)),
+    HandMutant(
+        "demo-offers-no-ply", "sapiens2_ft/app/service.py",
+        old="            files = {suffix: result.files[suffix] for suffix in result.inference.downloads}",
+        new="            files = {}",
+        why="the web demo's download box stays empty with a pointmap model loaded",
+        tests=(PLY_APP,)),
 )

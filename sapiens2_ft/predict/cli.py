@@ -13,7 +13,9 @@ to ``OUT/model`` first). The task comes from the model's config.
 - dense tasks: the whole image resized to the model's input size as in validation (stretched for seg,
   letterboxed otherwise); the outputs are mapped back to the image's pixels and written as in validation
   (``NAME.png`` class ids + ``NAME_overlay.png``; ``NAME.npy`` + ``NAME_normal.png`` / ``NAME_depth.png``;
-  ``NAME_alpha.png`` + ``NAME_composite.png``; ``NAME.npy`` + ``NAME_albedo.png``).
+  ``NAME_alpha.png`` + ``NAME_composite.png``; ``NAME.npy`` + ``NAME_albedo.png``); a pointmap also ``NAME.ply``,
+  its points coloured by the image (the people only, where a seg or matting model runs beside it), in metres, with
+  the intrinsics used in the header and in ``NAME_intrinsics.txt``.
   ``--focal FX`` (pointmap): the camera's fx in the images' pixels; the metric points use it instead of the focal
   the scale branch guesses.
 
@@ -74,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--keypoints", default=None, help="pose: keypoint set when the model dir has none")
     p.add_argument("--mask_model", default=None,
                    help="normal / pointmap: a seg or matting model (same forms as --model) whose people mask the "
-                        "normal and depth pictures (the .npy files keep every pixel)")
+                        "normal and depth pictures and the point clouds (the .npy files keep every pixel)")
     p.add_argument("--focal", type=float, default=None,
                    help="pointmap: the images' focal length fx in their own pixels (a calibrated camera): metric "
                         "points by it instead of the focal the model predicts")

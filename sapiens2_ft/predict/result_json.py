@@ -2,7 +2,8 @@
 
 ``Result.to_dict()`` (the image's name and size, the model's task and what it found, as the web demo and the Python
 API give it), plus, when asked for, ``files``: the files ``predict`` writes of the image (``NAME<suffix>``), each as
-the base64 of the bytes predict writes (PNG pictures in their colours, ``.npy`` arrays).
+the base64 of the bytes predict writes (``tasks.inference.file_bytes``: PNG pictures in their colours, ``.npy``
+arrays, a pointmap's ``.ply``).
 """
 
 from __future__ import annotations
@@ -10,17 +11,10 @@ from __future__ import annotations
 import base64
 from typing import Iterable
 
-import numpy as np
-
-from datamodules.boundary.writes import encode_array, encode_image
 from sapiens2_ft.predict.result import Result
+from sapiens2_ft.tasks.inference import file_bytes
 
 UNSET = object()
-
-
-def file_bytes(suffix: str, array: np.ndarray) -> bytes:
-    """The bytes ``predict`` writes as ``NAME<suffix>``: an ``.npy`` array, else a picture encoded by the suffix."""
-    return encode_array(array) if suffix.endswith(".npy") else encode_image(suffix, array)
 
 
 def result_json(result: Result, files: Iterable[str] = (), name=UNSET) -> dict:

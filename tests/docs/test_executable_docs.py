@@ -150,6 +150,7 @@ def test_the_readme_and_the_docs_main_pages_run_as_written(in_world):
     assert len(list((in_world / "data" / "my_parts" / "train" / "labels").glob("*.png"))) == 8
     for out in ("out/pose", "out/coco", "out/seg", "out/normal", "out/pointmap", "out/matting"):
         assert (in_world / out).is_dir(), f"{out} missing"
+    assert list((in_world / "out" / "pointmap").glob("*.ply")), "the point clouds of docs/models.md's pointmap"
     assert (in_world / "out" / "clip.mp4").is_file()  # pose + seg on the clip
     assert len((in_world / "next" / "selected.txt").read_text().split()) == 2  # docs/labelling.md's loop
     assert json.loads((in_world / "runs" / "mine-2" / "summary.json").read_text())["global_step"] == 2
