@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from datamodules.body_parts import HEAD_PARTS, SAPIENS2_PART_CLASSES
+from datamodules.classes.class_set import load_class_set, plain_set
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.inference import Batch, Files, TaskInference
 from sapiens2_ft.tasks.sample_pictures import SheetLabels
@@ -26,14 +27,26 @@ class SegOutputs(TypedDict):
 
 
 class SegmentationInference(TaskInference):
-    """A segmentation model on a class set (``class_names`` in label-id order; None: the 29 Sapiens2 classes)."""
+    """A segmentation model on a class set (``class_names`` in label-id order; None: the 29 Sapiens2 classes).
+    ``classes``: the class set those names come from (``datamodules.classes``; a built-in name or YAML path): its
+    merges start from their sources' rows when the model is built, its colours draw the classes."""
 
     spec = SEG
     finds_people = True
 
-    def __init__(self, input_size: Sequence[int] = (256, 192), class_names: Sequence[str] | None = None, model=None):
+    def __init__(self, input_size: Sequence[int] = (256, 192), class_names: Sequence[str] | None = None,
+                 classes: str | None = None, model=None):
         super().__init__(input_size, model)
-        self.class_names = self.labels = list(class_names or SAPIENS2_PART_CLASSES)
+        self.class_set = load_class_set(classes) if classes is not None else plain_set(class_names or
+                                                                                        SAPIENS2_PART_CLASSES)
+        if class_names is not None and list(class_names) != list(self.class_set.names):
+            raise ValueError(f"class names {list(class_names)} are not those of the class set {classes}: "
+                             f"{list(self.class_set.names)}")
+        self.class_names = self.labels = list(self.class_set.names)
+
+    def model_options(self) -> dict:
+        """The classes the set merges from the checkpoint's (by name), for the rows they start from."""
+        return {"label_sources": self.class_set.merges}
 
     def predict(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> SegOutputs:
         return {"logits": resize_to(self.model(pixel_values).logits, size)}
