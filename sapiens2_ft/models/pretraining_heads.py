@@ -75,8 +75,8 @@ def load_task_head(model: nn.Module, directory: str | Path, task: str, labels: S
         new = [name for k, name in enumerate(labels) if k not in {t for t, _ in pairs}]
         merged = merge_rows(own, saved, names, labels, sources or {})
         new = [name for name in new if name not in merged]
-        said += (f"; output rows by name: {len(pairs)} of its {len(names)}, merged from theirs: "
-                 f"{', '.join(merged) or '-'}, new: {', '.join(new) or '-'}")
+        said += (f"; output rows by name: {len(pairs)} of its {len(names)}"
+                 + (f", merged from theirs: {', '.join(merged)}" if merged else "") + f", new: {', '.join(new) or '-'}")
     return said, new
 
 
