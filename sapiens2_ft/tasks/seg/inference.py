@@ -54,14 +54,15 @@ class SegmentationInference(TaskInference):
     def files(self, outputs: SegOutputs, i: int, image: np.ndarray, mask: torch.Tensor | None = None) -> Files:
         """``NAME.png``: predicted class ids; ``NAME_overlay.png``: their colours over the image."""
         labels = outputs["logits"][i].argmax(0).to(torch.uint8).cpu().numpy()
-        overlay = draw.picture(image, labels, len(self.class_names))
+        overlay = draw.picture(image, labels, len(self.class_names), colours=self.class_set.colours)
         return {".png": labels, "_overlay.png": np.ascontiguousarray(overlay[..., ::-1])}
 
     def picture(self, result: Files, image: np.ndarray, people: np.ndarray | None) -> tuple[str, np.ndarray]:
-        return draw.TITLE, draw.picture(image, result[".png"], len(self.class_names))
+        return draw.TITLE, draw.picture(image, result[".png"], len(self.class_names), colours=self.class_set.colours)
 
     def sheet_legend(self, row: np.ndarray, result: Files) -> np.ndarray:
-        return with_legend(row, self.class_names, draw.classes_shown(result[".png"], len(self.class_names)))
+        return with_legend(row, self.class_names, draw.classes_shown(result[".png"], len(self.class_names)),
+                           self.class_set.colours)
 
     def sheet_labels(self) -> SheetLabels:
         return SheetLabels(class_names=tuple(self.class_names))

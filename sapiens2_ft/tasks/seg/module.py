@@ -85,10 +85,10 @@ class SegmentationModule(TaskModule):
         self.val_metrics.update(outputs["logits"].argmax(1), batch["labels"])
 
     def panel(self, outputs: SegOutputs, batch: SegBatch, i: int) -> tuple[str, np.ndarray]:
-        image, classes = image_rgb(batch, i), len(self.class_names)
+        image, classes, colours = image_rgb(batch, i), len(self.class_names), self.inference.class_set.colours
         labels, predicted_labels = batch["labels"][i].numpy(), outputs["logits"][i].argmax(0).numpy()
-        truth = draw.picture(image, labels, classes, self.hparams.ignore_index)
-        predicted = draw.picture(image, predicted_labels, classes)
+        truth = draw.picture(image, labels, classes, self.hparams.ignore_index, colours)
+        predicted = draw.picture(image, predicted_labels, classes, colours=colours)
         panel = side_by_side([image, truth, predicted], ["image", "ground truth", "prediction"])
         shown = sorted(set(draw.classes_shown(labels, classes)) | set(draw.classes_shown(predicted_labels, classes)))
-        return "segmentation", with_legend(panel, self.class_names, shown)
+        return "segmentation", with_legend(panel, self.class_names, shown, colours)

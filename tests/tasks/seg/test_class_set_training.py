@@ -125,3 +125,18 @@ def test_labels_the_set_lacks_are_an_error_listing_both_sets(bag_data):
         data.setup("fit")
     assert "classes.txt" in str(err.value) and "not in the set: ['Bag']" in str(err.value)
     assert "the set's 8: ['Background', 'Head', 'Hair'" in str(err.value)
+
+
+def test_a_set_s_colours_draw_its_classes_and_the_palette_the_others():
+    from sapiens2_ft.tasks.seg.inference import SegmentationInference
+    from sapiens2_ft.tasks.visualize import palette
+
+    inference = SegmentationInference((8, 6), classes="coarse")
+    logits = torch.zeros(1, 8, 8, 6)
+    logits[0, 1, :4] = 1.0  # Head: the set's colour, on the top half
+    logits[0, 0, 4:] = 1.0  # Background: the image
+    overlay = inference.files({"logits": logits}, 0, np.zeros((8, 6, 3), np.uint8))["_overlay.png"][..., ::-1]
+    assert overlay[0, 0].tolist() == [round(0.7 * c) for c in (240, 180, 140)] and overlay[7, 5].tolist() == [0, 0, 0]
+    plain = SegmentationInference((8, 6), class_names=list(load_class_set("coarse").names))
+    drawn = plain.files({"logits": logits}, 0, np.zeros((8, 6, 3), np.uint8))["_overlay.png"][..., ::-1]
+    assert drawn[0, 0].tolist() == np.round(0.7 * palette(8)[1].astype(float)).astype(int).tolist()
