@@ -37,6 +37,7 @@ from datamodules.errors import BadInput, DataError, RefusedInput
 from datamodules.keypoints.metainfo import normalise_name
 
 BUILTIN_DIR = Path(__file__).parent
+CLASS_SET_FILE = "classes.yaml"  # the name a class set travels under beside an exported seg model
 CLASS_SET_BYTES = 1 << 20  # 255 classes with their sources and colours fit in a few kB
 MAX_CLASSES = 255  # uint8 label maps, 255 = ignored
 IGNORE_INDEX = 255

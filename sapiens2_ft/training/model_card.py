@@ -211,6 +211,7 @@ def labels_text(info) -> str:
     spec, labels = task_spec(info.task), info.labels
     kind = {"keypoint": "keypoints", "class": "classes"}.get(spec.model.label_kind, "output channels")
     named = f" (keypoint set `{info.keypoints['name']}`)" if (info.keypoints or {}).get("name") else ""
+    named += f" (class set `{info.classes['name']}`)" if (info.classes or {}).get("name") else ""
     shown = ", ".join(labels[:40]) + (f", ... ({len(labels) - 40} more, in `config.json`)" if len(labels) > 40 else "")
     return f"## Labels\n\n{len(labels)} {kind}{named}: {shown}."
 

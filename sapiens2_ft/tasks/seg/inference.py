@@ -3,13 +3,14 @@ where the people and their heads are, the class areas found."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence, TypedDict
 
 import numpy as np
 import torch
 
 from datamodules.body_parts import HEAD_PARTS, SAPIENS2_PART_CLASSES
-from datamodules.classes.class_set import load_class_set, plain_set
+from datamodules.classes.class_set import CLASS_SET_FILE, ClassSetError, load_class_set, plain_set
 from sapiens2_ft.tasks.dense_maps import resize_to
 from sapiens2_ft.tasks.inference import Batch, Files, TaskInference
 from sapiens2_ft.tasks.sample_pictures import SheetLabels
@@ -37,12 +38,32 @@ class SegmentationInference(TaskInference):
     def __init__(self, input_size: Sequence[int] = (256, 192), class_names: Sequence[str] | None = None,
                  classes: str | None = None, model=None):
         super().__init__(input_size, model)
+        self.classes = classes
         self.class_set = load_class_set(classes) if classes is not None else plain_set(class_names or
                                                                                         SAPIENS2_PART_CLASSES)
         if class_names is not None and list(class_names) != list(self.class_set.names):
             raise ValueError(f"class names {list(class_names)} are not those of the class set {classes}: "
                              f"{list(self.class_set.names)}")
         self.class_names = self.labels = list(self.class_set.names)
+
+    def checkpoint_record(self) -> dict:
+        """The class set, where one was given (its export carries it as ``classes.yaml``: names, merges, colours)."""
+        return {"classes": self.class_set.to_dict()} if self.classes is not None else {}
+
+    @classmethod
+    def options_from_model(cls, directory: Path, config, labels=None) -> dict:
+        """The base's (the model's class names, or ``labels`` among them), with the class set of an export's
+        ``classes.yaml`` when its names are the model's rows (its colours draw the classes)."""
+        options = super().options_from_model(directory, config, labels)
+        exported = Path(directory) / CLASS_SET_FILE
+        if labels is None and exported.is_file():
+            try:
+                found = load_class_set(str(exported))
+            except ClassSetError as err:
+                raise ValueError(str(err)) from None
+            if list(found.names) == options["class_names"]:
+                options["classes"] = str(exported)
+        return options
 
     def model_options(self) -> dict:
         """The classes the set merges from the checkpoint's (by name), for the rows they start from."""

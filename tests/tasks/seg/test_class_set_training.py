@@ -18,7 +18,9 @@ from datamodules.classes.class_set import load_class_set
 from datamodules.errors import DataError
 from sapiens2_ft.tasks.dense_data import DenseTaskData
 from sapiens2_ft.tasks.registry import build_task_model
+from sapiens2_ft.tasks.saved_model import load_inference
 from sapiens2_ft.tasks.seg.module import SegmentationModule
+from sapiens2_ft.training.hf_export import export_checkpoint
 from conftest import tiny_pose_config
 
 MY_PARTS = "name: my_parts\nextends: coarse\nclasses: [{name: Bag, colour: [10, 20, 30]}]\n"
@@ -116,6 +118,12 @@ def test_a_set_with_a_merge_and_a_new_class_trains_a_few_steps(bag_data, tmp_pat
     assert trainer.global_step == 2 and module.model.decode_head.predictor.out_channels == 9
     assert "Bag" in module.load_report.new and len(module.load_report.merged) == 6
     assert np.isfinite(float(trainer.callback_metrics["val/mIoU"]))
+    trainer.save_checkpoint(tmp_path / "parts.ckpt")  # the export carries the set: its names, merges and colours
+    export = export_checkpoint(tmp_path / "parts.ckpt", tmp_path / "export")
+    assert load_class_set(str(export / "classes.yaml")).to_dict() == load_class_set(parts).to_dict()
+    assert "9 classes (class set `my_parts`)" in (export / "README.md").read_text()
+    loaded = load_inference(export)
+    assert loaded.class_names == names and loaded.class_set.colours[-1] == (10, 20, 30)
 
 
 def test_labels_the_set_lacks_are_an_error_listing_both_sets(bag_data):
