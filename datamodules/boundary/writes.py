@@ -82,17 +82,28 @@ def write_json(folder: str | Path, name: str, data, indent: int | None = None) -
 
 def write_image(folder: str | Path, name: str, image: np.ndarray) -> Path:
     """An image (BGR, as OpenCV writes it) encoded by ``name``'s suffix; ``OSError`` when it cannot be."""
-    ok, encoded = cv2.imencode(Path(name).suffix or ".png", np.ascontiguousarray(image))
-    if not ok:
-        raise OSError(f"cannot encode {name} as {Path(name).suffix}")
-    return write_bytes(folder, name, encoded.tobytes())
+    return write_bytes(folder, name, encode_image(name, image))
 
 
 def write_array(folder: str | Path, name: str, array: np.ndarray) -> Path:
     """An ``.npy`` file of ``array`` (no pickles)."""
+    return write_bytes(folder, name, encode_array(array))
+
+
+def encode_image(name: str, image: np.ndarray) -> bytes:
+    """The bytes ``write_image`` writes as ``name`` (encoded by its suffix, default PNG); ``OSError`` when it cannot
+    be encoded. The server answers a file with these bytes (``sapiens2_ft/serve``)."""
+    ok, encoded = cv2.imencode(Path(name).suffix or ".png", np.ascontiguousarray(image))
+    if not ok:
+        raise OSError(f"cannot encode {name} as {Path(name).suffix}")
+    return encoded.tobytes()
+
+
+def encode_array(array: np.ndarray) -> bytes:
+    """The bytes of ``write_array``'s ``.npy`` file of ``array`` (no pickles)."""
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
-    return write_bytes(folder, name, buffer.getvalue())
+    return buffer.getvalue()
 
 
 def copy_file(source: str | Path, folder: str | Path, name: str) -> Path:

@@ -49,6 +49,7 @@ from sapiens2_ft.predict.options import PRECISIONS, model_problems, option_probl
 from sapiens2_ft.predict.run import Model, predict_images
 from sapiens2_ft.predict.smoothing import add_smooth_arguments, smooth_options
 from sapiens2_ft.predict.video import Frames, is_video, predict_video
+from sapiens2_ft.labelling import formats as labelling
 from sapiens2_ft.problems import Problems
 
 BOX_SOURCES = ("boxes", "detector", "boxes_from_seg", "whole_image")
@@ -92,6 +93,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"skip images of more pixels than this (default {MAX_PIXELS:,}, or {MAX_PIXELS_ENV}); "
                         "the size is read from the file's header before decoding")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    labelling.add_format_arguments(p)
     return p
 
 
@@ -117,6 +119,7 @@ def argument_problems(args) -> Problems:
                                     f"--whole_image")
     problems += box_argument_problems(args)
     problems += option_problems("--", args.batch_size, args.focal, args.fps, args.precision)
+    problems += labelling.format_problems(args)
     problems.check(args.max_pixels is None or args.max_pixels > 0,
                    f"--max_pixels: give the largest number of pixels an image may have, got {args.max_pixels}")
     problems.check(args.workers >= 0, f"--workers: give 0 or more decoding threads, got {args.workers}")
@@ -180,6 +183,8 @@ def main(argv: list[str] | None = None) -> Path:
             clip, records = predict_video(models, frames, out, args.batch_size, source, mask_model, smooth)
             print(f"{frames.path.name}: {clip} ({frames.fps:g} frames/s) and per-frame results in {records}")
             return out
+        if args.format != labelling.FILES:  # pre-annotations for a labelling tool (sapiens2_ft/labelling)
+            return labelling.write_format(args, models, images, source)  # a LabellingError: exit 1, its message
         counts, skipped = predict_images(models, images, args.batch_size, source, ids, mask_model,
                                          out / "sheets" if several else None, args.workers, args.max_pixels)
     read = len(images) - len(skipped)

@@ -95,6 +95,11 @@ class SegmentationInference(TaskInference):
         return {"class_areas": {self.class_names[i]: round(float(counts[i]) / result[".png"].size, 5)
                                 for i in order if counts[i]}}
 
+    def class_probabilities(self, outputs: SegOutputs) -> torch.Tensor:
+        """(C, H, W) float32 on the CPU: each pixel's probability of each class, of one image's outputs
+        (``image_outputs``): the pre-annotations' scores and ``select``'s margins (``sapiens2_ft/labelling``)."""
+        return outputs["logits"][0].float().softmax(0).cpu()
+
     def people(self, outputs: SegOutputs) -> tuple[torch.Tensor, torch.Tensor]:
         """Any class but background (0); probability 1 - p(background)."""
         probs = outputs["logits"][0].float().softmax(0)
