@@ -55,6 +55,7 @@ PLY, POINT_CLOUD = "sapiens2_ft/tasks/pointmap/inference.py", "tests/tasks/point
 PLY_PEOPLE = f"{POINT_CLOUD}::test_the_ply_holds_the_metric_points_of_the_people_in_rgb"
 PLY_SHEET = "tests/apps/test_predict_sheet.py::test_several_models_write_per_task_folders_and_a_sheet"
 PLY_APP = "tests/apps/test_app_point_cloud.py::test_the_page_offers_the_people_s_point_cloud"
+CLASS_SETS, SET_TRAINING = "tests/data/test_class_sets.py", "tests/tasks/seg/test_class_set_training.py"
 
 HAND: tuple[HandMutant, ...] = (
     # -- the five of issue 59 ------------------------------------------------------------------------------------
@@ -580,4 +581,43 @@ HAND: tuple[HandMutant, ...] = (
         new="            files = {}",
         why="the web demo's download box stays empty with a pointmap model loaded",
         tests=(PLY_APP,)),
+    # -- issue 64: class sets of segmentation ----------------------------------------------------------------------
+    HandMutant(
+        "merge-row-without-log-k", "sapiens2_ft/models/factory.py",
+        old="    return weight[index].mean(0), bias[index].mean(0) + math.log(len(rows))",
+        new="    return weight[index].mean(0), bias[index].mean(0)",
+        why="a merged class starts k times less likely than its sources together, even where their logits agree",
+        tests=(f"{SET_TRAINING}::test_rows_by_name_a_merge_from_its_sources_and_a_new_class_fresh",
+               f"{SET_TRAINING}::test_a_merge_starts_with_the_sum_of_its_sources_probabilities_where_their_logits_agree")),
+    HandMutant(
+        "labels-not-mapped-onto-the-set", "datamodules/dense_dataset.py",
+        old="        data = relabel(load_sample(sample, self.spec, self.label_count), self.spec, self.class_table)",
+        new="        data = load_sample(sample, self.spec, self.label_count)",
+        why="the label files' ids of the 29 train the set's rows: Torso's pixels teach the class that has id 22",
+        tests=(f"{SET_TRAINING}::test_a_set_with_a_merge_and_a_new_class_trains_a_few_steps",)),
+    HandMutant(
+        "classes-txt-not-read", "datamodules/dense_datamodule.py",
+        old='        if spec is None and root is not None and (Path(root) / "classes.txt").is_file():',
+        new='        if spec is None and root is None:',
+        why="a converted dataset's labels are read as the set's ids: a mismatch goes unseen, a merge is out of range",
+        tests=(f"{SET_TRAINING}::test_labels_the_set_lacks_are_an_error_listing_both_sets",
+               f"{SET_TRAINING}::test_a_set_with_a_merge_and_a_new_class_trains_a_few_steps")),
+    HandMutant(
+        "unlabelled-set-class-accepted", "datamodules/classes/class_set.py",
+        old="        if unknown or never:",
+        new="        if unknown:",
+        why="a class of the set that no label file gives trains as absent and scores nothing, without a word",
+        tests=(f"{CLASS_SETS}::test_a_name_mismatch_lists_both_sets",)),
+    HandMutant(
+        "extends-follows-a-link-out", "datamodules/classes/class_set.py",
+        old="    path = inside(folder, folder / spec, follow_links=True) if Path(source).is_file() else None",
+        new="    path = inside(folder, folder / spec) if Path(source).is_file() else None",
+        why="a class set extends whatever file a link beside it leads to (outside the folder it was handed in)",
+        tests=(f"{CLASS_SETS}::test_extends_may_not_lead_out_of_its_folder_by_path_or_link",)),
+    HandMutant(
+        "convert-ignores-merge-sources", "sapiens2_ft/convert/names.py",
+        old="        return NameMap(classes.names, rename, classes.sources, spec)",
+        new="        return NameMap(classes.names, rename, (), spec)",
+        why="convert --classes coarse leaves the tool's torso, face and clothing labels out (255) instead of merging",
+        tests=("tests/apps/test_convert.py::test_a_class_set_takes_the_tool_labels_of_its_merges_sources_by_name",)),
 )

@@ -28,7 +28,8 @@ from hub_cache import use_hub_cache
 from sapiens2_ft import console
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ("README.md", "docs/models.md", "docs/convert.md", "docs/evaluate.md", "docs/labelling.md")  # the users' paths
+PAGES = ("README.md", "docs/models.md", "docs/convert.md", "docs/evaluate.md", "docs/labelling.md",  # the users' paths
+         "docs/segmentation_classes.md")
 STEPS = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "2"]  # the only thing added (training)
 FURTHER = ["--trainer.max_steps", "4", "--trainer.val_check_interval", "2"]  # a resume: 2 steps past the run's end
 NOT_RUN_HERE = (  # (pattern of a command, why not here; where it is run instead)
@@ -40,6 +41,9 @@ NOT_RUN_HERE = (  # (pattern of a command, why not here; where it is run instead
              "tests/models/test_scale.py, tests/training/test_lora.py, tests/models/test_frozen_dtype.py"),
     (r"--config strategy/fsdp2\.yaml", "FSDP2 across processes: tests/models/test_scale.py (distributed)"),
     (r"^sbatch ", "a SLURM job: docs/scaling.md's job script; requeue on SIGUSR1 in tests/training/test_preemption.py"),
+    (r"^python train\.py --config seg_custom\.yaml --data\.root data/my_coarse_parts ",
+     "the README's seg_custom run again (90 s here) with a class set, which its check_data maps and checks here: "
+     "tests/tasks/seg/test_class_set_training.py trains a set with a merge and a new class"),
     (r"evaluate .*--detector ", "the stand-in detector is random and finds nobody: tests/apps/test_evaluate.py runs "
                                 "--detector with one that does"),
     (r"^pip install label-studio|label-studio start$", "Label Studio in its own environment, a server: "
@@ -110,6 +114,8 @@ def world(tmp_path_factory):
     write_clip(root / "clip.mp4")
     readme = (ROOT / "README.md").read_text()
     (root / "my_keypoints.yaml").write_text(re.search(r"```yaml\n(name: my_keypoints.*?)```", readme, re.S).group(1))
+    classes = (ROOT / "docs" / "segmentation_classes.md").read_text()
+    (root / "my_parts.yaml").write_text(re.search(r"```yaml\n(name: my_parts.*?)```", classes, re.S).group(1))
     return root, cache
 
 
@@ -159,6 +165,8 @@ def test_the_readme_and_the_docs_main_pages_run_as_written(in_world):
     released = json.loads((in_world / "eval" / "released" / "metrics.json").read_text())
     assert released["samples"] == 3 and set(released["metrics"]) >= {"AP", "AR", "loss"}  # coco17 of the 308 rows
     assert len(skipped["README.md"]) == 7, "\n".join(skipped["README.md"])  # two installs, four of Scale, sbatch
+    assert (in_world / "data" / "my_coarse_parts" / "classes.txt").read_text().split() == [
+        "Background", "Head", "Hair", "Upper_Body", "Arms", "Hands", "Legs", "Feet", "Bag"]
 
 
 @pytest.mark.slow
