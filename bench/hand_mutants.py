@@ -49,6 +49,7 @@ RESUMED_START = ("tests/training/test_validate_first.py::"
 BOUNDARY, UNTRUSTED = "tests/data/test_boundary.py", "tests/apps/test_untrusted_inputs.py"
 BUDGET, CONVERT_LINKS = "tests/apps/test_convert_budget.py", "tests/apps/test_convert_boundary.py"
 API, RESULT = "tests/apps/test_api.py", "tests/apps/test_result.py"
+DISTILL, DISTILL_TESTS = "sapiens2_ft/tasks/distill.py", "tests/tasks/test_distill.py"
 
 HAND: tuple[HandMutant, ...] = (
     # -- the five of issue 59 ------------------------------------------------------------------------------------
@@ -424,4 +425,43 @@ HAND: tuple[HandMutant, ...] = (
         why="Predictor.predict's dense results come without their maps",
         tests=(f"{RESULT}::test_a_dense_result_has_maps_at_the_image_s_size_and_saves_predict_s_files",
                f"{API}::test_load_a_checkpoint_and_predict_a_dense_task")),
+    # -- issue 65: distillation ------------------------------------------------------------------------------
+    HandMutant(
+        "teacher-in-train-mode", DISTILL,
+        old="        self.model.eval()  # whatever a trainer did to the modules it knows\n",
+        new="        self.model.train()\n",
+        why="the teacher runs in train mode (dropout, RoPE rescale of a pretraining config): noisy targets",
+        tests=(f"{DISTILL_TESTS}::test_the_teacher_rows_are_the_students_keypoints_by_name_and_it_stays_frozen",)),
+    HandMutant(
+        "temperature-not-squared", DISTILL,
+        old="    return kl.mean() * t * t\n",
+        new="    return kl.mean()\n",
+        why="the KL term's gradients shrink as 1/T^2: at T=4 the teacher barely counts",
+        tests=(f"{DISTILL_TESTS}::test_the_kl_term_keeps_its_gradient_scale_across_temperatures",)),
+    HandMutant(
+        "teacher-rows-not-by-name", DISTILL,
+        old="inference_class.options_from_model(directory, config, labels)",
+        new="inference_class.options_from_model(directory, config, None)",
+        why="the teacher runs with its own rows (308), not the student's keypoints by name: wrong or failing targets",
+        tests=(f"{DISTILL_TESTS}::test_the_teacher_rows_are_the_students_keypoints_by_name_and_it_stays_frozen",
+               f"{DISTILL_TESTS}::test_a_teacher_without_the_students_keypoints_is_a_clear_error")),
+    HandMutant(
+        "distill-mask-ignored", DISTILL,
+        old="        if diff.ndim == 4 and mask is not None:\n",
+        new="        if False:\n",
+        why="normals, pointmaps, mattes: the student copies the teacher's background too",
+        tests=(f"{DISTILL_TESTS}::test_the_geometric_term_counts_the_mask_only",)),
+    HandMutant(
+        "teacher-never-bf16", DISTILL,
+        old="        self.bf16 = bf16_supported(device, self.cpuinfo)\n",
+        new="        self.bf16 = False\n",
+        why="a 5B teacher runs in float32 on a bf16 GPU: twice its memory, several times its time",
+        tests=(f"{DISTILL_TESTS}::test_the_teacher_runs_in_bf16_where_the_cpu_has_it",)),
+    HandMutant(
+        "shuffled-teacher-passes", "sapiens2_ft/tasks/base.py",
+        old="        term = self.distill_loss({k: v[first:] for k, v in student.items()}, teacher, mask)\n",
+        new="        term = self.distill_loss({k: v[first:].roll(1, 0) for k, v in student.items()}, teacher, mask)\n",
+        why="each image is matched with another image's teacher outputs: the student learns the teacher's average",
+        tests=(f"{DISTILL_TESTS}::test_without_labels_the_student_moves_toward_the_teacher_and_a_shuffled_teacher_"
+               "does_not",)),
 )

@@ -39,7 +39,7 @@ LAYERS = {
 LAYER_NAMES = ("boundary", "data", "models", "tasks", "training", "apps")
 SHARED_TASK_MODULES = {"registry", "heads", "base", "dense_maps", "visualize",  # tasks/*.py: any task may use them
                        "sample_pictures", "sample_sheet", "diagnostics", "inference", "saved_model", "spec",
-                       "task_model", "dense_data"}
+                       "task_model", "dense_data", "distill"}
 
 
 def module_name(path: Path) -> str:
