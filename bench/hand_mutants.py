@@ -464,4 +464,18 @@ HAND: tuple[HandMutant, ...] = (
         why="each image is matched with another image's teacher outputs: the student learns the teacher's average",
         tests=(f"{DISTILL_TESTS}::test_without_labels_the_student_moves_toward_the_teacher_and_a_shuffled_teacher_"
                "does_not",)),
+    HandMutant(
+        "pseudo-people-unfiltered", "sapiens2_ft/pseudo_labels.py",
+        old="                          if p[\"score\"] >= args.min_score]",
+        new="                          if p[\"score\"] >= 0]",
+        why="pseudo-labels keep every person the model guessed, however unsure",
+        tests=("tests/apps/test_pseudo_labels.py::test_pose_pseudo_labels_keep_the_sure_people_and_keypoints_and_"
+               "train_as_coco",)),
+    HandMutant(
+        "pseudo-pixels-unfiltered", "sapiens2_ft/pseudo_labels.py",
+        old="    labels = np.where(confidence.numpy() >= min_score, labels.numpy(), -1)",
+        new="    labels = labels.numpy()",
+        why="seg pseudo-labels train on every pixel's guess, none ignored",
+        tests=("tests/apps/test_pseudo_labels.py::test_seg_pseudo_labels_ignore_the_unsure_pixels_and_train_as_"
+               "label_maps",)),
 )

@@ -33,6 +33,7 @@ LAYERS = {
     "sapiens2_ft.check_data": 5,
     "sapiens2_ft.write_shards": 5,
     "sapiens2_ft.memory": 5,
+    "sapiens2_ft.pseudo_labels": 5,
     "sapiens2_ft.console": 5,
     "sapiens2_ft.api": 5,
 }

@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 ENTRY_POINTS = {"train": "sapiens2_ft.training.cli", "predict": "sapiens2_ft.predict.cli",
                 "evaluate": "sapiens2_ft.evaluate", "export": "sapiens2_ft.export", "check-data": "sapiens2_ft.check_data",
                 "write-shards": "sapiens2_ft.write_shards", "memory": "sapiens2_ft.memory",
-                "detect": "sapiens2_ft.detect", "convert": "sapiens2_ft.convert.__main__", "app": "sapiens2_ft.app.cli"}
+                "detect": "sapiens2_ft.detect", "convert": "sapiens2_ft.convert.__main__",
+                "pseudo-labels": "sapiens2_ft.pseudo_labels", "app": "sapiens2_ft.app.cli"}
 
 
 def test_help_lists_every_command_without_loading_the_stack():
