@@ -28,7 +28,7 @@ from hub_cache import use_hub_cache
 from sapiens2_ft import console
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ("README.md", "docs/models.md", "docs/convert.md", "docs/evaluate.md")  # the users' paths
+PAGES = ("README.md", "docs/models.md", "docs/convert.md", "docs/evaluate.md", "docs/distill.md")  # the users' paths
 STEPS = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "2"]  # the only thing added (training)
 FURTHER = ["--trainer.max_steps", "4", "--trainer.val_check_interval", "2"]  # a resume: 2 steps past the run's end
 NOT_RUN_HERE = (  # (pattern of a command, why not here; where it is run instead)
@@ -137,6 +137,9 @@ def test_the_readme_and_the_docs_main_pages_run_as_written(in_world):
     released = json.loads((in_world / "eval" / "released" / "metrics.json").read_text())
     assert released["samples"] == 3 and set(released["metrics"]) >= {"AP", "AR", "loss"}  # coco17 of the 308 rows
     assert len(skipped["README.md"]) == 7, "\n".join(skipped["README.md"])  # two installs, four of Scale, sbatch
+    distilled = json.loads((in_world / "runs" / "mine-distilled" / "summary.json").read_text())
+    assert distilled["global_step"] == 2 and json.loads((in_world / "runs" / "pseudo" / "summary.json").read_text())
+    assert (in_world / "data" / "pseudo" / "keypoints.yaml").is_file()
 
 
 @pytest.mark.slow
