@@ -128,11 +128,12 @@ class Teacher:
         from sapiens2_ft.models.sharding import ScaleConfig, place_model
 
         self.bf16 = bf16_supported(device, self.cpuinfo)
-        if self.bf16:
-            self.model.to(torch.bfloat16)
-        if mesh is not None:
-            model, built = self.model, type(self.model)
-            placed, _ = place_model(lambda: (model, None), built, ScaleConfig(), mesh, device)
+        dtype = torch.bfloat16 if self.bf16 else torch.float32
+        self.model.to(dtype)
+        if mesh is not None:  # every rank's shards of the same weights, in the same dtype
+            model = self.model
+            placed, _ = place_model(lambda: (model, None), lambda config: type(model)(config).to(dtype),
+                                    ScaleConfig(), mesh, device)
             self.inference.model = placed.requires_grad_(False)
         self.inference.to(device)
         return self

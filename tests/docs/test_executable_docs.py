@@ -90,6 +90,7 @@ def world(tmp_path_factory):
     write_yolo_export(root / "datasets" / "my-pose")
     write_cvat_mask_export(root / "my_cvat_masks")
     write_photos(root / "photos")
+    write_photos(root / "unlabelled", count=10)  # docs/distill.md: photos nobody labelled
     write_clip(root / "clip.mp4")
     readme = (ROOT / "README.md").read_text()
     (root / "my_keypoints.yaml").write_text(re.search(r"```yaml\n(name: my_keypoints.*?)```", readme, re.S).group(1))

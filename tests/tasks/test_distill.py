@@ -114,6 +114,14 @@ def test_a_teacher_without_the_students_keypoints_is_a_clear_error(tiny_pose308_
         module.attach_teacher()
 
 
+def test_a_teacher_whose_config_says_another_model_is_refused(tiny_pretrain_dir):
+    """A folder whose config.json is no pose model (here a bare backbone) is named, not loaded as one."""
+    module = PoseModule(keypoints="coco17", size="tiny", head=HEAD, input_size=INPUT,
+                        distill={"teacher": str(tiny_pretrain_dir)})
+    with pytest.raises(BadConfig, match="holds a Sapiens2Model, not a pose model"):
+        module.attach_teacher()
+
+
 def test_a_teacher_folder_with_a_link_out_or_a_huge_config_is_refused(tiny_pose308_dir, tmp_path, monkeypatch):
     import shutil
 
