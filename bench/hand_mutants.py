@@ -49,6 +49,13 @@ RESUMED_START = ("tests/training/test_validate_first.py::"
 BOUNDARY, UNTRUSTED = "tests/data/test_boundary.py", "tests/apps/test_untrusted_inputs.py"
 BUDGET, CONVERT_LINKS = "tests/apps/test_convert_budget.py", "tests/apps/test_convert_boundary.py"
 API, RESULT = "tests/apps/test_api.py", "tests/apps/test_result.py"
+SERVE_MODELS, SERVE_REQUESTS = "tests/apps/test_serve_models.py", "tests/apps/test_serve_requests.py"
+SERVED = "sapiens2_ft/serve/models.py"
+PLY, POINT_CLOUD = "sapiens2_ft/tasks/pointmap/inference.py", "tests/tasks/pointmap/test_point_clouds.py"
+PLY_PEOPLE = f"{POINT_CLOUD}::test_the_ply_holds_the_metric_points_of_the_people_in_rgb"
+PLY_SHEET = "tests/apps/test_predict_sheet.py::test_several_models_write_per_task_folders_and_a_sheet"
+PLY_APP = "tests/apps/test_app_point_cloud.py::test_the_page_offers_the_people_s_point_cloud"
+CLASS_SETS, SET_TRAINING = "tests/data/test_class_sets.py", "tests/tasks/seg/test_class_set_training.py"
 DISTILL, DISTILL_TESTS = "sapiens2_ft/tasks/distill.py", "tests/tasks/test_distill.py"
 
 HAND: tuple[HandMutant, ...] = (
@@ -425,6 +432,195 @@ HAND: tuple[HandMutant, ...] = (
         why="Predictor.predict's dense results come without their maps",
         tests=(f"{RESULT}::test_a_dense_result_has_maps_at_the_image_s_size_and_saves_predict_s_files",
                f"{API}::test_load_a_checkpoint_and_predict_a_dense_task")),
+    # -- issue 63: the server ------------------------------------------------------------------------------------
+    HandMutant(
+        "serve-request-boxes-ignored", SERVED,
+        old="            elif given is not None:\n                boxes[k] = given\n",
+        new="            elif False:\n                boxes[k] = given\n",
+        why="a request's person boxes are dropped for the server's source: the answer is of other people",
+        tests=(f"{SERVE_MODELS}::test_the_answer_is_the_json_of_the_python_api_s_result",)),
+    HandMutant(
+        "serve-keypoint-set-ignored", SERVED,
+        old="        return sets[request.keypoints] if request.keypoints is not None else first(sets)",
+        new="        return first(sets)",
+        why="a request naming a keypoint set gets the first set served (17 keypoints where it asked for 308)",
+        tests=(f"{SERVE_MODELS}::test_the_answer_is_the_json_of_the_python_api_s_result",)),
+    HandMutant(
+        "serve-batch-grouped-by-task", SERVED,
+        old="groups.setdefault((item.task, item.keypoints, item.focal), [])",
+        new="groups.setdefault((item.task,), [])",
+        why="a batch runs every pose request with the keypoint set of its first: answers depend on the neighbours",
+        tests=(f"{SERVE_MODELS}::test_a_batch_answers_what_each_request_alone_answers",)),
+    HandMutant(
+        "serve-failed-batch-fails-all", SERVED,
+        old="                        answers[k] = self.answer([items[k]])[0]",
+        new='                        raise RuntimeError("the batch failed")',
+        why="one request the model fails on takes the good requests of its batch down with it (500s)",
+        tests=(f"{SERVE_MODELS}::test_a_request_the_model_fails_on_is_answered_alone",)),
+    HandMutant(
+        "serve-refusal-raised", "sapiens2_ft/serve/server.py",
+        old="        except RequestError as err:\n            return err",
+        new="        except RequestError as err:\n            raise err",
+        why="a bad request raises in decode_request: LitServe fails its whole batch with that answer",
+        tests=(f"{SERVE_MODELS}::test_the_lit_api_answers_a_refusal_with_its_status_and_message",)),
+    HandMutant(
+        "serve-queue-bound-off-by-one", "sapiens2_ft/serve/server.py",
+        old="            full = self.held.value >= self.max_queue",
+        new="            full = self.held.value > self.max_queue",
+        why="a server holding --max_queue requests takes one more: the bound is not the one documented",
+        tests=(f"{SERVE_REQUESTS}::test_a_full_server_answers_503_at_once_without_reading_the_body",)),
+    HandMutant(
+        "serve-streamed-bytes-uncounted", "sapiens2_ft/serve/server.py",
+        old="            if size > self.max_bytes:",
+        new="            if False:",
+        why="a body sent without Content-Length (chunked) is read whole, whatever its size",
+        tests=(f"{SERVE_REQUESTS}::test_the_gate_refuses_bodies_litserve_would_answer_with_a_500",)),
+    HandMutant(
+        "serve-megapixels-in-mebi", "sapiens2_ft/serve/cli.py",
+        old="int(args.max_megapixels * 1e6)",
+        new="int(args.max_megapixels * 2**20)",
+        why="--max_megapixels read in the byte limit's unit: 5% more pixels pass than documented",
+        tests=(f"{SERVE_MODELS}::test_every_serve_option_reaches_the_server_it_builds",)),
+    # -- issue 62: the labelling loop ------------------------------------------------------------------------------
+    HandMutant(
+        "outline-holes-dropped", "sapiens2_ft/labelling/outlines.py",
+        old="    return [o for o, inside in zip(found, enclosed) if inside or o.class_id != background]",
+        new="    return [o for o in found if o.class_id != background]",
+        why="the background inside a person (between an arm and the body) is painted as the part around it",
+        tests=("tests/apps/test_labelling.py::test_outlines_paint_class_maps_back_exactly",
+               "tests/apps/test_labelling.py::test_seg_round_trip_gives_the_same_class_maps")),
+    HandMutant(
+        "outlines-smallest-first", "sapiens2_ft/labelling/outlines.py",
+        old="    found.sort(key=lambda o: -o.covers)",
+        new="    found.sort(key=lambda o: o.covers)",
+        why="a part inside another is painted first and covered: the tool shows the torso without its hands",
+        tests=("tests/apps/test_labelling.py::test_outlines_paint_class_maps_back_exactly",)),
+    HandMutant(
+        "label-studio-y-of-width", "sapiens2_ft/labelling/label_studio.py",
+        old='                                   {"x": _percent(px, width), "y": _percent(py, height),',
+        new='                                   {"x": _percent(px, width), "y": _percent(py, width),',
+        why="keypoints' y in percent of the width: on any photo not square they sit too high or too low",
+        tests=("tests/apps/test_labelling.py::test_pose_round_trip_gives_the_same_keypoints",)),
+    HandMutant(
+        "cvat-min-score-ignored", "sapiens2_ft/labelling/cvat.py",
+        old='outside="0" if s >= self.min_score else "1"',
+        new='outside="0"',
+        why="predict --format cvat --min_score keeps every keypoint, however unsure",
+        tests=("tests/apps/test_labelling.py::test_keypoints_below_min_score_come_back_unlabelled",)),
+    HandMutant(
+        "coco-rle-row-major", "sapiens2_ft/labelling/coco.py",
+        old='    flat = np.asarray(mask, bool).reshape(-1, order="F")',
+        new="    flat = np.asarray(mask, bool).reshape(-1)",
+        why="COCO RLE counted along rows: every mask a tool reads is the transposed scramble of the part",
+        tests=("tests/apps/test_labelling.py::test_rle_counts_and_voc_colours",
+               "tests/apps/test_labelling.py::test_seg_round_trip_gives_the_same_class_maps")),
+    HandMutant(
+        "links-out-copied", "sapiens2_ft/labelling/formats.py",
+        old="    kept = {key: path for key, path in images.items() if inside(root, path, follow_links=True)}",
+        new="    kept = {key: path for key, path in images.items() if inside(root, path)}",
+        why="a link in a handed photo folder copies a file from elsewhere into the tool's import",
+        tests=("tests/apps/test_labelling.py::test_a_link_leading_out_of_input_is_not_copied_into_the_tool",)),
+    HandMutant(
+        "flip-answer-not-swapped", "sapiens2_ft/labelling/predictions.py",
+        old='            points = q["points"][flip].copy()',
+        new='            points = q["points"].copy()',
+        why="select compares the mirrored crop's left wrist with the right one: every person looks unsure",
+        tests=("tests/apps/test_select.py::test_a_self_consistent_pose_model_is_judged_by_its_scores_alone",)),
+    HandMutant(
+        "mirror-box-off-by-one", "sapiens2_ft/labelling/predictions.py",
+        old="    out[:, 0] = width - 1 - out[:, 0] - out[:, 2]",
+        new="    out[:, 0] = width - out[:, 0] - out[:, 2]",
+        why="the mirrored crop is a pixel off the mirror of the crop: a disagreement the model never made",
+        tests=("tests/apps/test_select.py::test_mirrored_boxes_and_flip_agreement",)),
+    HandMutant(
+        "margin-over-the-background", "sapiens2_ft/labelling/predictions.py",
+        old="    weight = (1 - probabilities[0].float()).clamp_min(0)",
+        new="    weight = torch.ones_like(probabilities[0].float())",
+        why="seg's unsureness averaged over the whole image: empty photos and backgrounds outrank the people",
+        tests=("tests/apps/test_select.py::test_a_class_model_is_unsure_where_two_classes_are_close_on_the_people",)),
+    HandMutant(
+        "diversity-ignored", "sapiens2_ft/labelling/selection.py",
+        old="    if diversity == 0 or features is None:",
+        new="    if True:",
+        why="select --diversity picks the same near-duplicates as without it",
+        tests=("tests/apps/test_select.py::test_choose_takes_the_most_unsure_and_spreads_with_diversity",)),
+    # -- issue 64: point clouds -----------------------------------------------------------------------------------
+    HandMutant(
+        "ply-axes-reversed", PLY,
+        old="    return np.frombuffer(ply_bytes(xyz[kept], image[kept], comments), np.uint8)",
+        new="    return np.frombuffer(ply_bytes(xyz[kept][:, ::-1], image[kept], comments), np.uint8)",
+        why="the .ply holds Z, Y, X: the person lies on its side in a viewer, the header's K fits no point",
+        tests=(PLY_PEOPLE, PLY_SHEET, PLY_APP)),
+    HandMutant(
+        "ply-in-millimetres", PLY,
+        old="    return np.frombuffer(ply_bytes(xyz[kept], image[kept], comments), np.uint8)",
+        new="    return np.frombuffer(ply_bytes(xyz[kept] * 1000, image[kept], comments), np.uint8)",
+        why="the .ply is in millimetres while its header and the .npy say metres: a 1.7 m person is 1.7 km tall",
+        tests=(PLY_PEOPLE, PLY_SHEET, PLY_APP)),
+    HandMutant(
+        "ply-mask-inverted", PLY,
+        old="        kept &= mask\n",
+        new="        kept &= ~mask\n",
+        why="the .ply holds the background the seg or matting model found, not the people",
+        tests=(PLY_PEOPLE, PLY_SHEET, PLY_APP)),
+    HandMutant(
+        "ply-colours-bgr", PLY,
+        old="    return np.frombuffer(ply_bytes(xyz[kept], image[kept], comments), np.uint8)",
+        new="    return np.frombuffer(ply_bytes(xyz[kept], image[kept][:, ::-1], comments), np.uint8)",
+        why="the point cloud's colours are BGR: skin is blue in every viewer",
+        tests=(PLY_PEOPLE, PLY_SHEET, PLY_APP)),
+    HandMutant(
+        "ply-focal-of-the-network-input", PLY,
+        old="        return np.array([[focal / float(matrix[0, 0]), 0.0, (shape[1] - 1) / 2],",
+        new="        return np.array([[focal, 0.0, (shape[1] - 1) / 2],",
+        why="the header's and NAME_intrinsics.txt's fx is the focal at the network's input, not the image's",
+        tests=(f"{POINT_CLOUD}::test_the_header_the_txt_and_the_json_give_the_focal_that_made_the_points_metric",
+               PLY_SHEET)),
+    HandMutant(
+        "demo-offers-no-ply", "sapiens2_ft/app/service.py",
+        old="            files = {suffix: result.files[suffix] for suffix in result.inference.downloads}",
+        new="            files = {}",
+        why="the web demo's download box stays empty with a pointmap model loaded",
+        tests=(PLY_APP,)),
+    # -- issue 64: class sets of segmentation ----------------------------------------------------------------------
+    HandMutant(
+        "merge-row-without-log-k", "sapiens2_ft/models/factory.py",
+        old="    return weight[index].mean(0), bias[index].mean(0) + math.log(len(rows))",
+        new="    return weight[index].mean(0), bias[index].mean(0)",
+        why="a merged class starts k times less likely than its sources together, even where their logits agree",
+        tests=(f"{SET_TRAINING}::test_rows_by_name_a_merge_from_its_sources_and_a_new_class_fresh",
+               f"{SET_TRAINING}::test_a_merge_starts_with_the_sum_of_its_sources_probabilities_where_their_logits_agree")),
+    HandMutant(
+        "labels-not-mapped-onto-the-set", "datamodules/dense_dataset.py",
+        old="        data = relabel(load_sample(sample, self.spec, self.label_count), self.spec, self.class_table)",
+        new="        data = load_sample(sample, self.spec, self.label_count)",
+        why="the label files' ids of the 29 train the set's rows: Torso's pixels teach the class that has id 22",
+        tests=(f"{SET_TRAINING}::test_a_set_with_a_merge_and_a_new_class_trains_a_few_steps",)),
+    HandMutant(
+        "classes-txt-not-read", "datamodules/dense_datamodule.py",
+        old='        if spec is None and root is not None and (Path(root) / "classes.txt").is_file():',
+        new='        if spec is None and root is None:',
+        why="a converted dataset's labels are read as the set's ids: a mismatch goes unseen, a merge is out of range",
+        tests=(f"{SET_TRAINING}::test_labels_the_set_lacks_are_an_error_listing_both_sets",
+               f"{SET_TRAINING}::test_a_set_with_a_merge_and_a_new_class_trains_a_few_steps")),
+    HandMutant(
+        "unlabelled-set-class-accepted", "datamodules/classes/class_set.py",
+        old="        if unknown or never:",
+        new="        if unknown:",
+        why="a class of the set that no label file gives trains as absent and scores nothing, without a word",
+        tests=(f"{CLASS_SETS}::test_a_name_mismatch_lists_both_sets",)),
+    HandMutant(
+        "extends-follows-a-link-out", "datamodules/classes/class_set.py",
+        old="    path = inside(folder, folder / spec, follow_links=True) if Path(source).is_file() else None",
+        new="    path = inside(folder, folder / spec) if Path(source).is_file() else None",
+        why="a class set extends whatever file a link beside it leads to (outside the folder it was handed in)",
+        tests=(f"{CLASS_SETS}::test_extends_may_not_lead_out_of_its_folder_by_path_or_link",)),
+    HandMutant(
+        "convert-ignores-merge-sources", "sapiens2_ft/convert/names.py",
+        old="        return NameMap(classes.names, rename, classes.sources, spec)",
+        new="        return NameMap(classes.names, rename, (), spec)",
+        why="convert --classes coarse leaves the tool's torso, face and clothing labels out (255) instead of merging",
+        tests=("tests/apps/test_convert.py::test_a_class_set_takes_the_tool_labels_of_its_merges_sources_by_name",)),
     # -- issue 65: distillation ------------------------------------------------------------------------------
     HandMutant(
         "teacher-in-train-mode", DISTILL,

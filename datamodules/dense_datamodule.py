@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from datamodules.base import SampleDataModule
-from datamodules.body_parts import resolve_class_names
+from datamodules.classes.class_set import label_names, resolve_class_set
 from datamodules.data_check import DataReport, check_dense, fail_or_warn
 from datamodules.dense.augment import DenseAugment, resolve_augment, validation_fit
 from datamodules.dense_dataset import DenseDataset
@@ -20,6 +21,7 @@ from datamodules.dense.geometry import flip_classes_from_names, letterbox_matrix
 from datamodules.dense.pipelines import LETTERBOX
 from datamodules.dense.target_spec import TargetSpec
 from datamodules.errors import DataError
+from datamodules.keypoints.metainfo import normalise_name
 from datamodules.hparams import as_dataclass, as_dataclasses
 from datamodules.mixing import MixedDataset
 from datamodules.shards.index import WHOLE_IMAGES
@@ -54,6 +56,12 @@ class DenseDataModule(SampleDataModule):
         val_split: Validation split folder.
         num_classes: Segmentation classes (label values >= this, other than 255, are an error).
         class_names: Segmentation class names (default: the Sapiens2 29 classes when ``num_classes=29``).
+        classes: Segmentation class set, instead of ``num_classes`` / ``class_names``: a built-in name
+            (``sapiens2_29``, ``coarse``) or a YAML file of class names, merges of the 29 (``from``), new classes and
+            colours (``docs/segmentation_classes.md``).
+        label_classes: The classes the label files are written in, mapped onto the class set by name (a merge
+            takes the labels of its sources): a built-in set's name, a class set YAML or a ``.txt`` of one name a
+            line. Default: each dataset's ``classes.txt`` (what ``convert`` writes), else the set's own ids.
         flip_classes: Index map of classes swapped by a horizontal flip (default: Left_* <-> Right_*
             pairs of ``class_names``).
         augment: Training augmentation; unset fields take the task's upstream defaults (matting: the
@@ -77,6 +85,8 @@ class DenseDataModule(SampleDataModule):
         val_split: str = "val",
         num_classes: int = 29,
         class_names: list[str] | None = None,
+        classes: str | None = None,
+        label_classes: str | None = None,
         flip_classes: list[int] | None = None,
         augment: DenseAugment = DenseAugment(),
         filter: DenseFilter = DenseFilter(),
@@ -88,7 +98,9 @@ class DenseDataModule(SampleDataModule):
         # hparams keep augment as given (unset = the task's default, resolved the same way on every load).
         self.augment = resolve_augment(augment, targets)
         self.filter = as_dataclass(DenseFilter, filter)
-        self.class_names = class_names = resolve_class_names(num_classes, class_names)
+        self.class_set = resolve_class_set(num_classes, class_names, classes)
+        self.class_names = class_names = list(self.class_set.names)
+        self.num_classes = len(class_names)
         if flip_classes is None:
             flip_classes = flip_classes_from_names(class_names)
         self.flip_classes = list(flip_classes)
@@ -105,6 +117,20 @@ class DenseDataModule(SampleDataModule):
         return [(f"train/{name}", Path(s.root), s.split)
                 for name, s in zip(self.source_names(self.sources), self.sources)]
 
+    def label_map(self, root: Path | None) -> tuple[int, np.ndarray | None]:
+        """(classes in the label files, their ids -> the set's ids, None when they are the set's) of the dataset at
+        ``root``: ``data.label_classes``, else its ``classes.txt``, else the set's own ids (``root`` None: shards,
+        whose folders are not read: ``data.label_classes`` or the set's ids)."""
+        spec = self.hparams.label_classes
+        if spec is None and root is not None and (Path(root) / "classes.txt").is_file():
+            spec = Path(root) / "classes.txt"
+        if spec is None:
+            return self.num_classes, None
+        names = label_names(spec)
+        if [normalise_name(n) for n in names] == [normalise_name(n) for n in self.class_names]:
+            return self.num_classes, None
+        return len(names), self.class_set.label_table(names, f"{spec} (the labels of {root})")
+
     def _dataset(self, split: str, augment: DenseAugment | None, root: Path | None = None,
                  name: str | None = None) -> DenseDataset:
         hp, name = self.hparams, name or split
@@ -113,15 +139,16 @@ class DenseDataModule(SampleDataModule):
         detail = ", ".join(f"{n} {why}" for why, n in skipped.items()) or "none"
         rank_zero_info(f"{name}: {len(samples)} {self.targets.task} images (skipped: {detail})")
         filter = self.filter if augment is not None or self.filter.val else None
-        return DenseDataset(samples, self.targets, hp.input_size, hp.num_classes, self.flip_classes, augment,
-                            hp.on_bad_sample, filter=filter, fit=validation_fit(self.augment, self.targets))
+        return DenseDataset(samples, self.targets, hp.input_size, self.num_classes, self.flip_classes, augment,
+                            hp.on_bad_sample, filter=filter, fit=validation_fit(self.augment, self.targets),
+                            labels=self.label_map(self.root if root is None else root))
 
     def check(self, decode: bool = True) -> DataReport:
         """Every problem of the train and val splits: missing targets, and with ``decode`` every file's content."""
         hp, report = self.hparams, DataReport()
         for _, root, split in self.train_sources():
-            check_dense(root, split, self.targets, hp.num_classes, report, decode)
-        check_dense(self.root, hp.val_split, self.targets, hp.num_classes, report, decode)
+            check_dense(root, split, self.targets, self.label_map(root)[0], report, decode)
+        check_dense(self.root, hp.val_split, self.targets, self.label_map(self.root)[0], report, decode)
         return report
 
     def shard_parts(self, split: str) -> list[DenseDataset]:
@@ -137,9 +164,10 @@ class DenseDataModule(SampleDataModule):
             samples, files = index.dense_part(part["key"])
             name = f"{split}/{part['name']}" if len(listed) > 1 else split
             rank_zero_info(f"{name}: {len(samples)} {task} images (from the shards)")
-            parts.append(DenseDataset(samples, self.targets, hp.input_size, hp.num_classes, self.flip_classes,
+            parts.append(DenseDataset(samples, self.targets, hp.input_size, self.num_classes, self.flip_classes,
                                       augment, hp.on_bad_sample, filter=filter,
-                                      fit=validation_fit(self.augment, self.targets), files=files))
+                                      fit=validation_fit(self.augment, self.targets), files=files,
+                                      labels=self.label_map(None)))
         return parts
 
     def shard_splits(self) -> tuple[dict[str, list[Part]], dict[str, Path], dict]:

@@ -27,6 +27,15 @@ def load_sample(sample: DenseSample, spec: TargetSpec, num_classes: int, image: 
     return {"image": image, **spec.load(sample.files, image.shape[:2], num_classes)}
 
 
+def relabel(sample: dict, spec: TargetSpec, table: np.ndarray | None) -> dict:
+    """The class-id maps of ``sample`` (its spec's ``MapRule`` with ``classes``) through ``table`` (the label files'
+    ids -> the class set's, ``classes.class_set.ClassSet.label_table``); as is without one."""
+    if table is None:
+        return sample
+    return {**sample, **{kind: table[sample[kind]] for kind, rule in spec.maps.items() if rule.classes
+                         and sample.get(kind) is not None}}
+
+
 def to_item(sample: dict, spec: TargetSpec, canonical_focal: float = CANONICAL_FOCAL) -> dict:
     """Transformed numpy sample -> tensors of the dataset item (the image and the targets of the task of ``spec``)."""
     return {"image": chw(sample["image"]), **spec.to_item(sample, canonical_focal)}
@@ -42,6 +51,7 @@ class DenseDataset(Dataset):
     images are resized by ``fit`` (default: the one matching the task's training pipeline). ``filter``: samples
     it leaves out are replaced by the next one and counted (``filtered_samples``); by default training sets
     are filtered with the upstream checks, validation sets are not.
+    ``labels``: (classes of the label files, their ids -> the set's ids), when the files are written in other classes.
     ``on_bad_sample="skip"``: a sample raising DataError is warned about and replaced by the next one;
     the item counts the replaced ones (``bad_samples_replaced``). ``files``: where each sample's image
     (``image``) and target files (by kind) lie in the shards (``datamodules.shards``; None: read the files).
@@ -51,11 +61,13 @@ class DenseDataset(Dataset):
                  num_classes: int = 29, flip_classes=None, augment: DenseAugment | dict | None = None,
                  on_bad_sample: Literal["error", "skip"] = "error", canonical_focal: float = CANONICAL_FOCAL,
                  filter: DenseFilter | None = None, fit: str | None = None,
-                 files: dict[str, ShardFiles] | None = None):
+                 files: dict[str, ShardFiles] | None = None, labels: tuple[int, np.ndarray | None] | None = None):
         self.samples = as_samples(samples)
         self.files = files
         self.spec = spec
         self.num_classes = num_classes
+        # The label files' classes: their count (checked on reading) and the table to the set's ids (None: the same)
+        self.label_count, self.class_table = labels or (num_classes, None)
         self.augment = resolve_augment(augment, spec) if augment is not None else None
         fit = fit or validation_fit(self.augment, spec)
         self.transform = DenseTransform(input_size, self.augment, flip_classes, num_classes, fit, spec.maps)
@@ -88,7 +100,7 @@ class DenseDataset(Dataset):
 
     def item(self, index: int, rng: np.random.Generator | None = None) -> dict:
         sample = self.sample(index)
-        data = load_sample(sample, self.spec, self.num_classes)
+        data = relabel(load_sample(sample, self.spec, self.label_count), self.spec, self.class_table)
         data = self.transform(data, rng)
         item = to_item(data, self.spec, self.canonical_focal)
         left_out = (self.filter.reason(item, MASK in sample.files, self.spec.checks) if self.filter is not None

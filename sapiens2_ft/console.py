@@ -35,7 +35,12 @@ COMMANDS: dict[str, Command] = {
                        "an annotation tool's export in the layouts the recipes read"),
     "pseudo-labels": Command(("sapiens2_ft.pseudo_labels",),
                              "a model's sure predictions on unlabelled images as a data set to train on"),
+    "select": Command(("sapiens2_ft.labelling.select",),
+                      "the unlabelled images a model is least sure of, to label next"),
+    "label-config": Command(("sapiens2_ft.labelling.config",),
+                            "the labelling config (Label Studio) or labels (CVAT) of a model's keypoints or classes"),
     "app": Command(("sapiens2_ft.app.cli",), "a web demo of fine-tuned models, or a Space serving it (Gradio)"),
+    "serve": Command(("sapiens2_ft.serve.cli",), "an HTTP service of fine-tuned models (LitServe)"),
 }
 
 

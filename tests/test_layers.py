@@ -26,7 +26,9 @@ LAYERS = {
     "sapiens2_ft.training": 4,
     "sapiens2_ft.predict": 5,
     "sapiens2_ft.app": 5,
+    "sapiens2_ft.serve": 5,
     "sapiens2_ft.convert": 5,
+    "sapiens2_ft.labelling": 5,  # pre-annotations for the labelling tools, and which images to label next
     "sapiens2_ft.detect": 5,
     "sapiens2_ft.export": 5,
     "sapiens2_ft.evaluate": 5,

@@ -141,8 +141,9 @@ def render() -> str:
 
 
 def label_sets() -> list[str]:
-    """The built-in label sets: the 29 Sapiens2 body-part classes and the keypoint sets."""
+    """The built-in label sets: the 29 Sapiens2 body-part classes, the class sets and the keypoint sets."""
     from datamodules.body_parts import SAPIENS2_PART_CLASSES
+    from datamodules.classes.class_set import BUILTIN_DIR as CLASS_SETS, load_class_set
     from datamodules.keypoints.metainfo import BUILTIN_DIR, load_metainfo
 
     lines = ["", "## Label sets", "", "### The Sapiens2 body-part classes (`task: seg`, the default `data.class_names`)",
@@ -153,6 +154,14 @@ def label_sets() -> list[str]:
     for row in range(third):
         cells = [f"{k} | `{names[k]}`" for k in (row, row + third, row + 2 * third) if k < len(names)]
         lines.append("| " + " | ".join(cells + ["|"] * (3 - len(cells))).rstrip(" |") + " |")
+    lines += ["", "### Built-in class sets (`data.classes`, `convert --classes`)", "",
+              "Each class is one of the 29 (its row of the released heads), a merge of several (it starts from their "
+              "rows) or new ([segmentation classes](segmentation_classes.md)).", "",
+              "| set | classes | made of the 29 |", "|---|---|---|"]
+    for path in sorted(CLASS_SETS.glob("*.yaml")):
+        found = load_class_set(path.stem)
+        merges = "; ".join(f"{name}: {', '.join(rows)}" for name, rows in found.merges.items()) or "each its own row"
+        lines.append(f"| `{path.stem}` | {len(found)} | {merges} |")
     lines += ["", "### Built-in keypoint sets (`data.keypoints`, `predict --keypoints`)", "",
               "The last column: how many of the set's keypoints are rows of the released 308-keypoint heads (by name: "
               "`predict --keypoints SET` of a released model gives these; training starts them from its head).", "",

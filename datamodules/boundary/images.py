@@ -150,11 +150,16 @@ def read_bytes(path: str | Path | StoredFile) -> bytes:
 def read_image(path: str | Path | StoredFile, limit: int | None = None) -> np.ndarray:
     """RGB uint8 image; a missing, undecodable or oversized file (above ``limit`` pixels, default
     :func:`max_pixels`) is a DataError naming it."""
-    raw = read_bytes(path)
-    image = decode(raw, cv2.IMREAD_COLOR, str(path), limit)
+    return decode_rgb(read_bytes(path), str(path), limit)
+
+
+def decode_rgb(raw: bytes, what: str, limit: int | None = None) -> np.ndarray:
+    """RGB uint8 image of an image file's bytes (a file read, an upload): :func:`decode` (the header's pixels
+    against ``limit`` first), and a truncated JPEG refused; a DataError naming ``what`` otherwise."""
+    image = decode(raw, cv2.IMREAD_COLOR, what, limit)
     # libjpeg decodes a truncated JPEG with only a warning (the missing rows grey): a JPEG must
     # end its last scan (SOS marker FFDA) with an end-of-image marker (FFD9).
     if raw[:2] == b"\xff\xd8" and not raw.rstrip(b"\x00").endswith(b"\xff\xd9"):
         if raw.rfind(b"\xff\xd9") < raw.rfind(b"\xff\xda"):
-            raise DataError(f"cannot read image {path}: missing, truncated or not an image")
+            raise DataError(f"cannot read image {what}: missing, truncated or not an image")
     return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)

@@ -82,17 +82,53 @@ def write_json(folder: str | Path, name: str, data, indent: int | None = None) -
 
 def write_image(folder: str | Path, name: str, image: np.ndarray) -> Path:
     """An image (BGR, as OpenCV writes it) encoded by ``name``'s suffix; ``OSError`` when it cannot be."""
-    ok, encoded = cv2.imencode(Path(name).suffix or ".png", np.ascontiguousarray(image))
-    if not ok:
-        raise OSError(f"cannot encode {name} as {Path(name).suffix}")
-    return write_bytes(folder, name, encoded.tobytes())
+    return write_bytes(folder, name, encode_image(name, image))
 
 
 def write_array(folder: str | Path, name: str, array: np.ndarray) -> Path:
     """An ``.npy`` file of ``array`` (no pickles)."""
+    return write_bytes(folder, name, encode_array(array))
+
+
+def encode_image(name: str, image: np.ndarray) -> bytes:
+    """The bytes ``write_image`` writes as ``name`` (encoded by its suffix, default PNG); ``OSError`` when it cannot
+    be encoded. The server answers a file with these bytes (``sapiens2_ft/serve``)."""
+    ok, encoded = cv2.imencode(Path(name).suffix or ".png", np.ascontiguousarray(image))
+    if not ok:
+        raise OSError(f"cannot encode {name} as {Path(name).suffix}")
+    return encoded.tobytes()
+
+
+def encode_array(array: np.ndarray) -> bytes:
+    """The bytes of ``write_array``'s ``.npy`` file of ``array`` (no pickles)."""
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
-    return write_bytes(folder, name, buffer.getvalue())
+    return buffer.getvalue()
+
+
+PLY_VERTEX = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("red", "u1"), ("green", "u1"), ("blue", "u1")])
+
+
+def ply_bytes(points: np.ndarray, colours: np.ndarray, comments: tuple[str, ...] = ()) -> bytes:
+    """A coloured point cloud as a binary little-endian PLY: ``points`` (N, 3) float XYZ stored as float32,
+    ``colours`` (N, 3) uint8 RGB, one ``comment`` header line each (single-line ASCII). Binary: 15 bytes a point (an
+    ASCII PLY takes about 40) read by MeshLab, CloudCompare, Open3D and Blender alike."""
+    points, colours = np.asarray(points), np.asarray(colours)
+    if points.ndim != 2 or points.shape[1] != 3 or colours.shape != points.shape or colours.dtype != np.uint8:
+        raise ValueError(f"a point cloud is (N, 3) points and (N, 3) uint8 colours, got {points.shape} and "
+                         f"{colours.shape} {colours.dtype}")
+    bad = [c for c in comments if not c.isascii() or "\n" in c or "\r" in c]
+    if bad:
+        raise ValueError(f"PLY comments are single lines of ASCII, got {bad[:3]}")
+    vertices = np.empty(len(points), PLY_VERTEX)
+    for k, axis in enumerate("xyz"):
+        vertices[axis] = points[:, k]
+    for k, channel in enumerate(("red", "green", "blue")):
+        vertices[channel] = colours[:, k]
+    header = ["ply", "format binary_little_endian 1.0", *(f"comment {c}" for c in comments),
+              f"element vertex {len(points)}", *(f"property float {a}" for a in "xyz"),
+              *(f"property uchar {c}" for c in ("red", "green", "blue")), "end_header", ""]
+    return "\n".join(header).encode("ascii") + vertices.tobytes()
 
 
 def copy_file(source: str | Path, folder: str | Path, name: str) -> Path:

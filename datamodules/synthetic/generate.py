@@ -21,7 +21,7 @@ from ..boundary.files import read_json
 from . import in_use
 from .scene import render_sample
 from .writer import (
-    DENSE_FOLDERS, SPLITS, coco_records, image_stem, make_split_folders, write_coco, write_json, write_sample,
+    DENSE_FOLDERS, SPLITS, coco_records, image_stem, make_split_folders, write_classes, write_coco, write_json, write_sample,
 )
 
 GENERATOR = "sapiens2-ft synthetic"
@@ -42,7 +42,7 @@ CONVENTIONS = {
     "albedo": "RGB base colour of the surface before lighting where a figure covers the pixel centre, 0 elsewhere",
 }
 _OWN_FILE = re.compile(  # what the generator writes
-    r"dataset\.json|annotations/(train|val)\.json|(train|val)/("
+    r"dataset\.json|classes\.txt|annotations/(train|val)\.json|(train|val)/("
     + "|".join(DENSE_FOLDERS) + r")/\d+\.(png|npy|txt)"
 )
 
@@ -120,6 +120,7 @@ def _build(root: Path, params: dict, progress: bool) -> dict:
         image, annotations = coco_records(sample, index, f"{stem}.png")
         records[split][0].append(image)
         records[split][1].extend(annotations)
+    write_classes(root)
     for split, (images, annotations) in records.items():
         write_coco(root / "annotations" / f"{split}.json", images, annotations)
     counts = {split: {"images": len(images), "annotations": len(annotations)}

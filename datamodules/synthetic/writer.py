@@ -2,7 +2,7 @@
 
 Layout under the dataset root::
 
-    dataset.json, annotations/{train,val}.json,
+    dataset.json, classes.txt (the label maps' classes: the 29 Sapiens2 parts), annotations/{train,val}.json,
     <split>/{images,labels,masks,alpha,foreground,albedo}/<stem>.png,
     <split>/{normals,depth}/<stem>.npy, <split>/intrinsics/<stem>.txt
 """
@@ -14,6 +14,7 @@ import cv2
 import numpy as np
 from pycocotools import mask as mask_utils
 
+from ..body_parts import SAPIENS2_PART_CLASSES
 from ..boundary.writes import write_array, write_image, write_text
 from .parts import KEYPOINT_NAMES, SKELETON
 from .scene import Sample
@@ -96,6 +97,11 @@ def coco_records(sample: Sample, image_id: int, file_name: str) -> tuple:
 
 def write_json(path: Path, document: dict, indent: int | None = None) -> None:
     write_text(path.parent, path.name, json.dumps(document, indent=indent, separators=None if indent else (",", ":")))
+
+
+def write_classes(root: Path) -> None:
+    """``classes.txt``: the names of the label maps' class ids, one a line (as ``convert`` writes it)."""
+    write_text(root, "classes.txt", "\n".join(SAPIENS2_PART_CLASSES) + "\n")
 
 
 def write_coco(path: Path, images: list, annotations: list) -> None:

@@ -77,13 +77,17 @@ def describe(demo: Demo, names: list[str]) -> str:
 
 
 def build_page(demo: Demo, names: list[str], scratch: Path | None = None) -> gr.Blocks:
-    """The page around ``demo``; its API endpoints are ``/photo`` (image file -> gallery, JSON) and ``/video``."""
+    """The page around ``demo``; its API endpoints are ``/photo`` (image file -> gallery, JSON, and the files to
+    download where a model offers some: a pointmap model's ``.ply``) and ``/video``."""
     scratch = Path(scratch or tempfile.mkdtemp(prefix="sapiens2-ft-app-"))
 
     def on_photo(path):
         if not path:
             raise refusal("give a photo first (upload, webcam or paste)")
         try:
+            if demo.downloads:
+                pictures, found, files = demo.photo_and_files(path, Path(tempfile.mkdtemp(dir=scratch)))
+                return pictures, found, [str(f) for f in files]
             return demo.photo(path)
         except DemoError as err:
             raise refusal(str(err)) from None
@@ -106,8 +110,10 @@ def build_page(demo: Demo, names: list[str], scratch: Path | None = None) -> gr.
                 pictures = gr.Gallery(label="predictions", columns=2, height=520, object_fit="contain", format="png")
             run_photo = gr.Button("Run", variant="primary")
             found = gr.JSON(label="found")
-            run_photo.click(on_photo, photo, [pictures, found], api_name="photo", concurrency_id=MODELS,
-                            concurrency_limit=1)
+            outputs = [pictures, found]
+            if demo.downloads:  # a pointmap model: its point cloud
+                outputs.append(gr.File(label=f"download ({', '.join(demo.downloads)})", file_count="multiple"))
+            run_photo.click(on_photo, photo, outputs, api_name="photo", concurrency_id=MODELS, concurrency_limit=1)
         with gr.Tab("Video"):
             with gr.Row():
                 video = gr.Video(sources=["upload", "webcam"], label="video")

@@ -1,12 +1,13 @@
 """The web demo's work, without the page: the models are loaded once (``predict``'s loading), then each photo gets
 the pictures ``predict`` draws (one per task, and the multi-task sheet when there are several models) with what the
-models found as JSON, and each video ``predict``'s video with its per-frame records. Bad input is a ``DemoError``,
-whose message the page shows."""
+models found as JSON (and the files a task offers for download: pointmap's ``.ply`` point cloud), and each video
+``predict``'s video with its per-frame records. Bad input is a ``DemoError``, whose message the page shows."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +23,11 @@ from datamodules.boundary.video import open_video
 from datamodules.boundary.writes import replacing
 from sapiens2_ft.predict.boxes import BoxSource, whole_image
 from sapiens2_ft.predict.options import uses_bf16
+from sapiens2_ft.predict.result import Result
 from sapiens2_ft.predict.run import Model, infer_chunk
 from sapiens2_ft.predict.sheet import sheet
 from sapiens2_ft.predict.video import Frames, predict_video
+from sapiens2_ft.tasks.inference import write_arrays
 
 
 class DemoError(BadInput):
@@ -119,20 +122,51 @@ class Demo:
         self.device_type = models[0].inference.device.type
         self.bf16 = uses_bf16("auto", self.device_type)  # as predict's --precision auto
 
+    @property
+    def downloads(self) -> list[str]:
+        """The file suffixes a photo's answer offers for download (what the models' tasks declare: pointmap's
+        ``.ply``); empty for none."""
+        return [suffix for m in self.models for suffix in m.inference.downloads]
+
     def photo(self, path: str | Path) -> tuple[list[tuple[np.ndarray, str]], dict]:
         """(title, RGB picture) per task and the sheet, and the JSON of what each task found, for one image file."""
+        image = self.read_photo(Path(path))
+        return self.answer(image, self.results(image))
+
+    def photo_and_files(self, path: str | Path, folder: Path) -> tuple[list[tuple[np.ndarray, str]], dict, list[Path]]:
+        """``photo``'s answer and the files of ``downloads``, written into ``folder`` as ``NAME<suffix>`` (NAME: the
+        photo's name, letters, digits, ``-`` and ``_`` kept)."""
         path = Path(path)
+        image = self.read_photo(path)
+        results = self.results(image)
+        name = re.sub(r"[^A-Za-z0-9_-]", "_", path.stem)[:64] or "photo"
+        written = []
+        for result in results.values():
+            files = {suffix: result.files[suffix] for suffix in result.inference.downloads}
+            write_arrays(folder, name, files)
+            written += [folder / f"{name}{suffix}" for suffix in files]
+        return *self.answer(image, results), written
+
+    def read_photo(self, path: Path) -> np.ndarray:
+        """The RGB uint8 image of a photo file, refused above ``limits`` from its header."""
         check_photo(path, self.limits)
         try:
-            image = read_image(str(path), self.limits.max_pixels)
+            return read_image(str(path), self.limits.max_pixels)
         except DataError as err:
             raise DemoError(f"{path.name}: not an image this demo can read ({err})") from None
-        return self.run(image)
+
+    def results(self, image: np.ndarray) -> dict[str, Result]:
+        """Each model's ``Result`` of one RGB uint8 image, by task."""
+        with self.lock, torch.autocast(self.device_type, torch.bfloat16, enabled=self.bf16):
+            [results] = infer_chunk(self.models, ["image"], [image], self.source, self.batch_size)
+        return results
 
     def run(self, image: np.ndarray) -> tuple[list[tuple[np.ndarray, str]], dict]:
         """The pictures and findings of one RGB uint8 image (each model's ``Result``)."""
-        with self.lock, torch.autocast(self.device_type, torch.bfloat16, enabled=self.bf16):
-            [results] = infer_chunk(self.models, ["image"], [image], self.source, self.batch_size)
+        return self.answer(image, self.results(image))
+
+    def answer(self, image: np.ndarray, results: dict[str, Result]) -> tuple[list[tuple[np.ndarray, str]], dict]:
+        """The pictures (one per task, and the sheet of several) and the JSON of what each task found."""
         pictures = [result.picture()[::-1] for result in results.values()]
         if len(self.models) > 1:
             pictures.append((sheet(image, results), "sheet"))

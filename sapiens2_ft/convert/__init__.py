@@ -15,7 +15,7 @@ from datamodules.data_check import DataReport
 from datamodules.keypoints.metainfo import load_metainfo
 from sapiens2_ft.convert import cvat, label_studio, labelme, yolo_pose
 from sapiens2_ft.convert.budget import Budget, Tally
-from sapiens2_ft.convert.names import NameMap, load_classes, name_report, parse_rename
+from sapiens2_ft.convert.names import NameMap, class_map, name_report, parse_rename
 from sapiens2_ft.convert.output import ConvertResult, LabelSets, Layout, write_dataset
 from sapiens2_ft.convert.records import ConvertError
 
@@ -36,7 +36,7 @@ def convert(format: str, src, out, keypoints: str = "coco17", classes: str | Non
     names = parse_rename(rename)
     problems = DataReport()
     records = FORMATS[format](src, problems, metainfo, Tally(budget))
-    labels = LabelSets(metainfo, NameMap(metainfo.keypoint_names, names), NameMap(load_classes(classes), names))
+    labels = LabelSets(metainfo, NameMap(metainfo.keypoint_names, names), class_map(classes, names))
     return write_dataset(records, Path(out), labels, problems, Layout(**layout))
 
 
@@ -63,9 +63,10 @@ def summary(result: ConvertResult, keypoints: str = "coco17") -> str:
         lines.append(f"train pose with: --data.root {result.out} --data.keypoints {keypoints}")
     if result.seg:
         classes = result.classes.targets
-        lines.append(f"train seg with: --data.root {result.out} --data.num_classes {len(classes)}"
-                     + ("" if classes == list(SAPIENS2_PART_CLASSES) else
-                        f" --data.class_names \"[{', '.join(classes)}]\""))
+        lines.append(f"train seg with: --data.root {result.out} " + (
+            f"--data.classes {result.classes.class_set}" if result.classes.class_set else
+            f"--data.num_classes {len(classes)}" + ("" if classes == list(SAPIENS2_PART_CLASSES) else
+                                                    f" --data.class_names \"[{', '.join(classes)}]\"")))
     return "\n".join(lines)
 
 

@@ -30,8 +30,9 @@ def parser() -> argparse.ArgumentParser:
                    help="keypoint set the tool's names map onto: built-in name or metainfo YAML (default coco17); "
                         "yolo-pose: the set its rows follow, in order")
     p.add_argument("--classes", default=None,
-                   help="seg class set: a file (one name a line, or a YAML list) or 'a,b,c' (default: the 29 "
-                        "Sapiens2 body parts); index 0 is the background")
+                   help="seg class set: a built-in set (sapiens2_29, coarse) or class set YAML (a merge takes the "
+                        "labels of the classes it is made from), a file (one name a line, or a YAML list) or 'a,b,c' "
+                        "(default: the 29 Sapiens2 body parts); index 0 is the background")
     p.add_argument("--rename", nargs="*", default=[], metavar="OLD=NEW",
                    help="tool names to read as another keypoint / class name before matching")
     p.add_argument("--split", default=None,

@@ -14,20 +14,24 @@ import yaml
 
 from datamodules.body_parts import SAPIENS2_PART_CLASSES
 from datamodules.boundary.files import read_text, read_yaml
+from datamodules.classes.class_set import BUILTIN_DIR, CLASS_SET_BYTES, ClassSet, ClassSetError, load_class_set
 from datamodules.errors import DataError
 from datamodules.keypoints.metainfo import normalise_name as normalise
 from sapiens2_ft.convert.records import ConvertError
 
-CLASS_SET_BYTES = 1 << 20  # 255 names of a class set fit in a few kB
 
 
 class NameMap:
-    """Tool name -> index in ``targets``; counts matched targets and unmatched tool names as it goes."""
+    """Tool name -> index in ``targets``; counts matched targets and unmatched tool names as it goes. ``made_of``:
+    each target's other names (a class set's merge: the Sapiens2 classes it is made ``from``), matched when no
+    target has the name itself. ``class_set``: the class set the targets are (its spec), if any."""
 
-    def __init__(self, targets, rename: dict[str, str] | None = None):
+    def __init__(self, targets, rename: dict[str, str] | None = None, made_of=None, class_set: str | None = None):
         self.targets = list(targets)
+        self.class_set = class_set
         self.rename = {normalise(k): v for k, v in (rename or {}).items()}
-        self.index = {normalise(n): i for i, n in enumerate(self.targets)}
+        self.index = {**{normalise(s): i for i, sources in enumerate(made_of or ()) for s in sources},
+                      **{normalise(n): i for i, n in enumerate(self.targets)}}
         self.matched: Counter = Counter()  # target name -> times seen
         self.unmatched: Counter = Counter()  # tool name -> times seen
 
@@ -51,14 +55,31 @@ def parse_rename(items: list[str] | None) -> dict[str, str]:
     return rename
 
 
-def load_classes(spec: str | None) -> list[str]:
-    """The class set: the 29 Sapiens2 body parts (default), a file (one name per line, or a YAML list), or a
-    comma-separated list. Index 0 is what unlabelled pixels get."""
+def class_map(spec: str | None, rename: dict[str, str] | None = None) -> NameMap:
+    """The tool's labels -> the classes of ``load_classes(spec)``: by name, or by the name of a class a merge is
+    made from (``Torso`` -> ``Upper_Body`` of the ``coarse`` set)."""
+    classes = load_classes(spec)
+    if isinstance(classes, ClassSet):
+        return NameMap(classes.names, rename, classes.sources, spec)
+    return NameMap(classes, rename)
+
+
+def load_classes(spec: str | None) -> list[str] | ClassSet:
+    """The class set: the 29 Sapiens2 body parts (default), a class set (a built-in name such as ``coarse``, or a
+    class set YAML: ``datamodules.classes``), a file (one name per line, or a YAML list), or a comma-separated list.
+    Index 0 is what unlabelled pixels get."""
     if spec is None:
         return list(SAPIENS2_PART_CLASSES)
     path = Path(spec)
+    if not path.suffix and (BUILTIN_DIR / f"{spec}.yaml").is_file():
+        return load_class_set(spec)
     if os.path.lexists(path):
         names = _class_file(path)
+        if isinstance(names, dict):
+            try:
+                return load_class_set(str(path))
+            except ClassSetError as err:
+                raise ConvertError(f"--classes {err}") from None
     elif "," in spec or not path.suffix:
         names = [n.strip() for n in spec.split(",") if n.strip()]
     else:
@@ -71,8 +92,9 @@ def load_classes(spec: str | None) -> list[str]:
     return names
 
 
-def _class_file(path: Path) -> list:
-    """The names of a class-set file: a YAML list, else one name a line; a regular file of at most
+def _class_file(path: Path) -> list | dict:
+    """The names of a class-set file: a YAML list (a mapping: a class set, read by ``load_class_set``), else one
+    name a line; a regular file of at most
     ``CLASS_SET_BYTES`` (a folder, FIFO or device, or a larger file, is a ``ConvertError`` naming it)."""
     try:
         text = read_text(path, CLASS_SET_BYTES, "class set")
@@ -80,7 +102,7 @@ def _class_file(path: Path) -> list:
             data = read_yaml(path, CLASS_SET_BYTES)
         except yaml.YAMLError:
             data = None
-        return data if isinstance(data, list) else [line.strip() for line in text.splitlines() if line.strip()]
+        return data if isinstance(data, (list, dict)) else [line.strip() for line in text.splitlines() if line.strip()]
     except DataError as err:
         raise ConvertError(f"--classes {path}: {err}") from None
     except OSError as err:

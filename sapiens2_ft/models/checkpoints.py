@@ -34,7 +34,7 @@ class CheckpointError(BadInput):
 
 def model_record(task: str, config, lora: LoraOptions | None = None, extra: dict | None = None) -> dict:
     """What a module stores in its checkpoints to rebuild its model: task, config, the task's own record (``extra``,
-    pose: its keypoint set as ``{"keypoints": ...}``), and the LoRA settings of a model with adapters
+    pose: its keypoint set as ``{"keypoints": ...}``; seg: its class set as ``{"classes": ...}``), and the LoRA settings of a model with adapters
     (``{"adapters": {"lora": {"rank", "alpha", ...}}}``)."""
     record = {"task": task, "model_config": config.to_dict(), **(extra or {})}
     if lora is not None and lora.rank > 0:
@@ -55,6 +55,7 @@ class CheckpointInfo:
     adapters: dict | None = None  # {"lora": LoraOptions fields} when the model was trained with adapters
     validation: dict | None = None  # the run's latest validation when it was saved: {"step", "metrics"}
     epochs_completed: int = 0  # training epochs behind it (the fit loop's processed count: what max_epochs stops at)
+    classes: dict | None = None  # the class set (seg trained on one), as its YAML
 
     @property
     def labels(self) -> list[str]:
@@ -97,7 +98,8 @@ def read_info(path: str | Path) -> CheckpointInfo:
                           epoch=int(data.get("epoch", 0)), wandb_run_id=record.get("wandb_run_id"),
                           hyper_parameters=dict(data.get("hyper_parameters") or {}), adapters=record.get("adapters"),
                           validation=record.get("validation"),
-                          epochs_completed=int(progress.get("processed", data.get("epoch", 0))))
+                          epochs_completed=int(progress.get("processed", data.get("epoch", 0))),
+                          classes=record.get("classes"))
 
 
 def model_key(key: str) -> str | None:

@@ -6,7 +6,8 @@ What happens to the weights is returned as a :class:`LoadReport`:
 - same task, other labels (e.g. 308 -> COCO-17 or COCO-WholeBody keypoints): backbone and head load, and
   each output row is copied from the checkpoint row of the same name where there is one (a checkpoint
   without names in its config gets the task's released names when it has their count: the bundled
-  Sapiens2-308 keypoints, the 29 Sapiens2 classes);
+  Sapiens2-308 keypoints, the 29 Sapiens2 classes); a label the checkpoint lacks that is merged from several of
+  its labels (``ModelTarget.label_sources``: a class set's merge) starts from their rows (``merged_row``);
 - pretrain-only backbone (``Sapiens2Model``) or another task's checkpoint: the backbone
   loads and a new head with the released layout for that size is built;
 - no ``pretrained``: random init from ``size`` (for tests, demos and scaling checks).
@@ -18,6 +19,7 @@ transformers class, the labels, the released head layouts and label names of its
 from __future__ import annotations
 
 import logging
+import math
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -82,6 +84,7 @@ class LoadReport:
     head: str  # "pretrained" | "transferred" | "new" | "random"
     transferred: list[str] = field(default_factory=list)
     new: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)  # ``name <- source + source``: rows started from others
     notes: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
@@ -92,6 +95,9 @@ class LoadReport:
         lines = [first + "".join(f": {note[len(HEAD_NOTE):]}" for note in head)]
         if self.head == "transferred":
             lines.append(f"  output rows transferred by name ({len(self.transferred)}): {', '.join(self.transferred)}")
+            if self.merged:
+                lines.append(f"  output rows merged from the rows of their sources ({len(self.merged)}): "
+                             f"{'; '.join(self.merged)}")
             lines.append(f"  output rows new ({len(self.new)}): {', '.join(self.new) or '-'}")
         lines += [f"  {note}" for note in self.notes if note not in head]
         return "\n".join(lines)
@@ -163,8 +169,23 @@ def _new_predictor(old: nn.Conv2d, num_labels: int) -> nn.Conv2d:
     return new.to(device=old.weight.device, dtype=old.weight.dtype)
 
 
-def _transfer_rows(model, labels: Sequence[str], released_labels: Sequence[str], report: LoadReport) -> None:
-    """Replace the head's last layer with one row per label, copying rows by name."""
+def merged_row(weight: torch.Tensor, bias: torch.Tensor, rows: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The predictor row of a class merged from ``rows``: the mean of their weights, the mean of their biases
+    plus ``log k`` (k sources), so that its logit is ``mean(z_s) + log k`` where theirs are ``z_s``.
+
+    The class's probability should start as the sum of its sources', which softmax gives to a logit of
+    ``logsumexp(z_s)``; a linear row cannot hold a logsumexp. ``mean + log k`` is the row that equals it wherever the
+    sources' logits agree, and stays below it otherwise (Jensen: ``mean(z) <= log mean(exp z)``), by at most
+    ``max(z) - mean(z)``: the merged class starts never more confident than its sources together, and keeps their
+    logits' scale (a sum of rows would multiply it by k)."""
+    index = torch.as_tensor(list(rows), device=weight.device)
+    return weight[index].mean(0), bias[index].mean(0) + math.log(len(rows))
+
+
+def _transfer_rows(model, labels: Sequence[str], released_labels: Sequence[str], report: LoadReport,
+                   sources: Mapping[str, Sequence[str]]) -> None:
+    """Replace the head's last layer with one row per label, copying rows by name; a label of ``sources`` that the
+    checkpoint lacks starts from its sources' rows (``merged_row``), when it has them all."""
     rows = label_rows(model.config, released_labels)
     old = model.decode_head.predictor
     new = _new_predictor(old, len(labels))
@@ -174,6 +195,9 @@ def _transfer_rows(model, labels: Sequence[str], released_labels: Sequence[str],
                 new.weight[i] = old.weight[rows[name]]
                 new.bias[i] = old.bias[rows[name]]
                 report.transferred.append(name)
+            elif sources.get(name) and all(s in rows for s in sources[name]):
+                new.weight[i], new.bias[i] = merged_row(old.weight, old.bias, [rows[s] for s in sources[name]])
+                report.merged.append(f"{name} <- {' + '.join(sources[name])}")
             else:
                 report.new.append(name)
     model.decode_head.predictor = new
@@ -237,6 +261,8 @@ class ModelTarget:
             False for fixed output channels.
         holds_head: Whether a checkpoint of ``model_class`` holds this task's head (tasks may share a class); when
             not, it gives its backbone only, as another class's does (None: every checkpoint of the class holds it).
+        label_sources: Labels a checkpoint lacks that start from the rows of several of its labels (a class merged
+            from others: ``merged_row``), by name.
         task: The task's name, for messages.
         label_kind: What one label is, for messages (``keypoint``, ``class``, ``output``).
     """
@@ -249,6 +275,7 @@ class ModelTarget:
     released_labels: Sequence[str] = ()
     rows_by_name: bool = True
     holds_head: Callable[[Sapiens2Config], bool] | None = None
+    label_sources: Mapping[str, Sequence[str]] = field(default_factory=dict)
     task: str = ""
     label_kind: str = "output"
 
@@ -278,7 +305,7 @@ def build_model(target: ModelTarget, source: ModelSource = ModelSource()) -> tup
         model = from_pretrained_checked(model_class, path, attn_implementation=attn_implementation)
         old_labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
         if target.rows_by_name and old_labels != labels:
-            _transfer_rows(model, labels, target.released_labels, report)
+            _transfer_rows(model, labels, target.released_labels, report, target.label_sources)
         configure(model.config, labels, image_size, pos_embed_rescale, flip_pairs, None, heads)
         return model, report
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 from safetensors import safe_open
 from torch import nn
+
+from sapiens2_ft.models.factory import merged_row
 
 HEADS_FILE = "pretraining_heads.safetensors"
 KEY = "model.pretraining_head"
@@ -31,12 +33,13 @@ def labels_key(task: str) -> str:
     return f"{task}.labels"
 
 
-def load_task_head(model: nn.Module, directory: str | Path, task: str,
-                   labels: Sequence[str] | None = None) -> tuple[str, list[str]]:
+def load_task_head(model: nn.Module, directory: str | Path, task: str, labels: Sequence[str] | None = None,
+                   sources: Mapping[str, Sequence[str]] | None = None) -> tuple[str, list[str]]:
     """Load ``task``'s pretraining head from ``directory`` into ``model`` (a transformers task model whose head
     has the saved tensors' shapes); the outcome in words and the labels whose rows start new. When the file names the head's output rows
-    (``labels_key``) and ``labels`` differ from them, the predictor's rows are taken by name and the others stay
-    new. Errors name what differs and the way out."""
+    (``labels_key``) and ``labels`` differ from them, the predictor's rows are taken by name, a label of ``sources``
+    the head lacks starts from its sources' rows (``factory.merged_row``) and the others stay new. Errors name what
+    differs and the way out."""
     path = heads_path(directory)
     if not path.is_file():
         raise FileNotFoundError(f"{KEY}: {directory} has no {HEADS_FILE} (tools/pretrain_demo_backbone.py saves "
@@ -68,10 +71,31 @@ def load_task_head(model: nn.Module, directory: str | Path, task: str,
                 own[key].copy_(tensor.to(own[key].dtype))  # saved in bf16
     said, new = f"head: the '{task}' head of pretraining ({HEADS_FILE}, {len(saved)} tensors)", []
     if rows:
-        pairs = next(iter(rows.values()))
+        pairs, names = next(iter(rows.values())), json.loads(named)
         new = [name for k, name in enumerate(labels) if k not in {t for t, _ in pairs}]
-        said += f"; output rows by name: {len(pairs)} of its {len(json.loads(named))}, new: {', '.join(new) or '-'}"
+        merged = merge_rows(own, saved, names, labels, sources or {})
+        new = [name for name in new if name not in merged]
+        said += (f"; output rows by name: {len(pairs)} of its {len(names)}"
+                 + (f", merged from theirs: {', '.join(merged)}" if merged else "") + f", new: {', '.join(new) or '-'}")
     return said, new
+
+
+def merge_rows(own: dict, saved: dict, saved_labels: list[str], labels: Sequence[str],
+               sources: Mapping[str, Sequence[str]]) -> list[str]:
+    """Start each label of ``sources`` that the saved head lacks, and whose sources it has, from their rows
+    (``factory.merged_row``); the labels so started."""
+    weight, bias = "decode_head.predictor.weight", "decode_head.predictor.bias"
+    merged = []
+    with torch.no_grad():
+        for k, name in enumerate(labels):
+            rows = sources.get(name)
+            if name in saved_labels or not rows or any(r not in saved_labels for r in rows):
+                continue
+            w, b = merged_row(saved[weight].float(), saved[bias].float(), [saved_labels.index(r) for r in rows])
+            own[weight][k].copy_(w.to(own[weight].dtype))
+            own[bias][k].copy_(b.to(own[bias].dtype))
+            merged.append(name)
+    return merged
 
 
 def row_map(saved_labels: list[str] | None, labels: Sequence[str] | None, saved: dict, own: dict

@@ -13,7 +13,9 @@ to ``OUT/model`` first). The task comes from the model's config.
 - dense tasks: the whole image resized to the model's input size as in validation (stretched for seg,
   letterboxed otherwise); the outputs are mapped back to the image's pixels and written as in validation
   (``NAME.png`` class ids + ``NAME_overlay.png``; ``NAME.npy`` + ``NAME_normal.png`` / ``NAME_depth.png``;
-  ``NAME_alpha.png`` + ``NAME_composite.png``; ``NAME.npy`` + ``NAME_albedo.png``).
+  ``NAME_alpha.png`` + ``NAME_composite.png``; ``NAME.npy`` + ``NAME_albedo.png``); a pointmap also ``NAME.ply``,
+  its points coloured by the image (the people only, where a seg or matting model runs beside it), in metres, with
+  the intrinsics used in the header and in ``NAME_intrinsics.txt``.
   ``--focal FX`` (pointmap): the camera's fx in the images' pixels; the metric points use it instead of the focal
   the scale branch guesses.
 
@@ -49,6 +51,7 @@ from sapiens2_ft.predict.options import PRECISIONS, model_problems, option_probl
 from sapiens2_ft.predict.run import Model, predict_images
 from sapiens2_ft.predict.smoothing import add_smooth_arguments, smooth_options
 from sapiens2_ft.predict.video import Frames, is_video, predict_video
+from sapiens2_ft.labelling import formats as labelling
 from sapiens2_ft.problems import Problems
 
 BOX_SOURCES = ("boxes", "detector", "boxes_from_seg", "whole_image")
@@ -73,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--keypoints", default=None, help="pose: keypoint set when the model dir has none")
     p.add_argument("--mask_model", default=None,
                    help="normal / pointmap: a seg or matting model (same forms as --model) whose people mask the "
-                        "normal and depth pictures (the .npy files keep every pixel)")
+                        "normal and depth pictures and the point clouds (the .npy files keep every pixel)")
     p.add_argument("--focal", type=float, default=None,
                    help="pointmap: the images' focal length fx in their own pixels (a calibrated camera): metric "
                         "points by it instead of the focal the model predicts")
@@ -92,6 +95,7 @@ def parser() -> argparse.ArgumentParser:
                    help=f"skip images of more pixels than this (default {MAX_PIXELS:,}, or {MAX_PIXELS_ENV}); "
                         "the size is read from the file's header before decoding")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    labelling.add_format_arguments(p)
     return p
 
 
@@ -117,6 +121,7 @@ def argument_problems(args) -> Problems:
                                     f"--whole_image")
     problems += box_argument_problems(args)
     problems += option_problems("--", args.batch_size, args.focal, args.fps, args.precision)
+    problems += labelling.format_problems(args)
     problems.check(args.max_pixels is None or args.max_pixels > 0,
                    f"--max_pixels: give the largest number of pixels an image may have, got {args.max_pixels}")
     problems.check(args.workers >= 0, f"--workers: give 0 or more decoding threads, got {args.workers}")
@@ -180,6 +185,8 @@ def main(argv: list[str] | None = None) -> Path:
             clip, records = predict_video(models, frames, out, args.batch_size, source, mask_model, smooth)
             print(f"{frames.path.name}: {clip} ({frames.fps:g} frames/s) and per-frame results in {records}")
             return out
+        if args.format != labelling.FILES:  # pre-annotations for a labelling tool (sapiens2_ft/labelling)
+            return labelling.write_format(args, models, images, source)  # a LabellingError: exit 1, its message
         counts, skipped = predict_images(models, images, args.batch_size, source, ids, mask_model,
                                          out / "sheets" if several else None, args.workers, args.max_pixels)
     read = len(images) - len(skipped)

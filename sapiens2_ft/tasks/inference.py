@@ -9,8 +9,9 @@ holds one and validates through it; ``predict``, ``evaluate``, the web demo and 
 torchmetrics: a trained model runs without the training stack.
 
 What the apps may ask of a task is declared here as class attributes (``takes_person_boxes``, ``finds_people``,
-``takes_focal``, ``people_only_pictures``), never guessed from its name or its methods. Whole-image tasks use the
-methods below as they are; a top-down task (``takes_person_boxes``) runs on person crops instead (pose's ``estimate``).
+``takes_focal``, ``people_only_pictures``, ``downloads``), never guessed from its name or its methods. Whole-image
+tasks use the methods below as they are; a top-down task (``takes_person_boxes``) runs on person crops instead (pose's
+``estimate``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from datamodules.boundary.writes import write_array, write_image
+from datamodules.boundary.writes import encode_array, encode_image, write_bytes
 from datamodules.dense.geometry import letterbox_matrix, stretch_matrix
 from datamodules.dense.pipelines import LETTERBOX
 from datamodules.transforms import affine
@@ -44,7 +45,9 @@ class Batch(TypedDict, total=False):
 
 
 Outputs = Mapping[str, torch.Tensor]  # a task's outputs by name, each (B, ...); each task declares its own keys
-Files = dict[str, np.ndarray]  # file suffix -> array: ``.png`` uint8 maps (BGR pictures), ``.npy`` float arrays
+Files = dict[str, np.ndarray]  # file suffix -> array: ``.png`` uint8 maps (BGR pictures), ``.npy`` float arrays,
+# ``.txt`` a matrix as whitespace text, ``ENCODED`` suffixes the file's bytes (uint8, 1-D): a ``.ply`` point cloud
+ENCODED = (".ply",)
 
 
 def output_name(key: str) -> str:
@@ -52,13 +55,22 @@ def output_name(key: str) -> str:
     return PurePosixPath(key).with_suffix("").as_posix()
 
 
+def file_bytes(suffix: str, array: np.ndarray) -> bytes:
+    """The bytes of the file ``NAME<suffix>`` of one of ``Files``' arrays: an ``.npy`` array, an encoded file
+    (``ENCODED``) as it is, a ``.txt`` matrix as rows of numbers, else a picture encoded by the suffix (cv2)."""
+    if suffix.endswith(".npy"):
+        return encode_array(array)
+    if suffix.endswith(ENCODED):
+        return array.tobytes()
+    if suffix.endswith(".txt"):
+        return "".join(" ".join(f"{v:.9g}" for v in row) + "\n" for row in array).encode("ascii")
+    return encode_image(f"NAME{suffix}", array)  # a bare ".jpg" is a dotfile's name to pathlib
+
+
 def write_arrays(directory: Path, name: str, files: Files) -> None:
-    """``directory/NAME<suffix>`` for each array: ``.npy`` with numpy, images with cv2 (subfolders of NAME made)."""
+    """``directory/NAME<suffix>`` for each array, as ``file_bytes`` (subfolders of NAME made)."""
     for suffix, array in files.items():
-        if suffix.endswith(".npy"):
-            write_array(directory, f"{name}{suffix}", array)
-        else:
-            write_image(directory, f"{name}{suffix}", array)
+        write_bytes(directory, f"{name}{suffix}", file_bytes(suffix, array))
 
 
 class ResultWriter(Protocol):
@@ -104,6 +116,7 @@ class TaskInference:
     finds_people: ClassVar[bool] = False  # ``people``: where the people are in its outputs (boxes, masks)
     takes_focal: ClassVar[bool] = False  # ``with_focal``: its outputs take a known camera's focal length
     people_only_pictures: ClassVar[bool] = False  # its pictures show the people alone, where a model found them
+    downloads: ClassVar[tuple[str, ...]] = ()  # suffixes of ``files`` the web demo offers for download
     pseudo_labels: ClassVar[str | None] = None  # what its predictions are written as for training (pseudo_labels.py)
 
     def __init__(self, input_size: Sequence[int] = (256, 192), model: nn.Module | None = None):
@@ -226,6 +239,12 @@ class TaskInference:
 
     # -- whole images ---------------------------------------------------------------------------
 
+    def fit_matrix(self, shape: Sequence[int]) -> np.ndarray:
+        """The 2x3 affine from an image of ``shape`` (H, W) to the network input: the task's validation resize
+        (``TaskSpec.resize``: letterboxed or stretched)."""
+        fit = letterbox_matrix if self.spec.resize == LETTERBOX else stretch_matrix
+        return fit(tuple(shape[:2]), self.input_size)
+
     def image_outputs(self, images: list[np.ndarray], focal: float | None = None) -> list[Outputs]:
         """``infer``'s outputs for whole RGB images, each mapped back to its image's pixels (the validation resize
         of the task's training pipeline: stretched for seg, letterboxed otherwise): per image, maps (1, C, H, W)
@@ -236,8 +255,7 @@ class TaskInference:
                              f"{self.task}")
         if focal is not None and not focal > 0:
             raise ValueError(f"focal: the focal length in pixels must be > 0, got {focal}")
-        fit = letterbox_matrix if self.spec.resize == LETTERBOX else stretch_matrix
-        matrices = [fit(image.shape[:2], self.input_size) for image in images]
+        matrices = [self.fit_matrix(image.shape[:2]) for image in images]
         crops = np.stack([affine.warp_image(image, m, self.input_size) for image, m in zip(images, matrices)])
         device = self.device
         outputs = self.infer(normalize_images(torch.from_numpy(crops).permute(0, 3, 1, 2).to(device)))

@@ -14,14 +14,15 @@ from sapiens2_ft.tasks.spec import TaskSpec
 
 
 def build_task_model(spec: TaskSpec, labels: Sequence[str], image_size: Sequence[int], init_from: str | None = None,
-                     pretraining_head: bool = False, flip_pairs=None, **source) -> tuple[nn.Module, LoadReport]:
+                     pretraining_head: bool = False, flip_pairs=None, label_sources=None, **source) -> tuple[nn.Module, LoadReport]:
     """The model of task ``spec`` for ``labels``: ``models.factory.build_model`` with its transformers class, released
     head layouts and label names, or with ``init_from`` the model of an earlier run (``models.init_from``); then the
     task's ``fit_model``. ``pretraining_head``: the head starts from the task's head saved beside the ``pretrained``
     backbone by multi-task pretraining (``models.pretraining_heads``; not with ``init_from``, whose run has its head).
 
     ``source``: the fields of ``models.factory.ModelSource`` (``pretrained``, ``size``, ``head``,
-    ``pos_embed_rescale``, ``attn_implementation``); ``flip_pairs``: pose's mirror pairs of ``labels``.
+    ``pos_embed_rescale``, ``attn_implementation``); ``flip_pairs``: pose's mirror pairs of ``labels``;
+    ``label_sources``: the labels merged from a checkpoint's labels (seg's class set: ``ModelTarget``).
     """
     model_spec, task = spec.model, spec.name
     labels = list(labels)
@@ -33,13 +34,14 @@ def build_task_model(spec: TaskSpec, labels: Sequence[str], image_size: Sequence
     released = model_spec.released_labels() if model_spec.released_labels and not init_from else ()
     target = ModelTarget(model_spec.transformers_class(), labels, image_size, model_spec.heads, flip_pairs,
                          released_labels=released, rows_by_name=not model_spec.outputs, holds_head=spec.holds,
+                         label_sources=dict(label_sources or {}),
                          task=task, label_kind=model_spec.label_kind)
     model, report = build_from_run(init_from, target, source) if init_from else build_model(target, source)
     if model_spec.fit_model is not None:
         model_spec.fit_model(model, report)
     if pretraining_head and not init_from:
         note, new = load_task_head(model, resolve_pretrained(source.pretrained), task,
-                                   labels if model_spec.label_arg else None)
+                                   labels if model_spec.label_arg else None, label_sources)
         report.notes.append(note)
         report.head, report.new = "pretrained", new
     return model, report

@@ -9,20 +9,24 @@ import numpy as np
 import torch
 
 
-def palette(num_classes: int) -> np.ndarray:
-    """A fixed colour per class id (0 = black background), well spread in hue."""
+def palette(num_classes: int, colours: Sequence | None = None) -> np.ndarray:
+    """A fixed colour per class id (0 = black background), well spread in hue; ``colours``: a class set's own
+    (RGB, None: the palette's) in place of them."""
     colors = np.zeros((max(num_classes, 1), 3), np.uint8)
     for i in range(1, num_classes):
         hue = int(round(179 * ((i * 0.618034) % 1.0)))
         hsv = np.array([[[hue, 200, 255 if i % 2 else 190]]], np.uint8)
         colors[i] = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)[0, 0]
+    for i, colour in enumerate(colours or ()):
+        if colour is not None:
+            colors[i] = colour
     return colors
 
 
 def label_overlay(image: np.ndarray, labels: np.ndarray, num_classes: int, opacity: float = 0.7,
-                  ignore_index: int = 255) -> np.ndarray:
-    """Class colours over the image; background (0) and ignored pixels show the image."""
-    colors = palette(num_classes)[np.clip(labels, 0, num_classes - 1)]
+                  ignore_index: int = 255, colours: Sequence | None = None) -> np.ndarray:
+    """Class colours (``palette``) over the image; background (0) and ignored pixels show the image."""
+    colors = palette(num_classes, colours)[np.clip(labels, 0, num_classes - 1)]
     shown = (labels > 0) & (labels != ignore_index) & (labels < num_classes)
     out = image.astype(np.float32)
     out[shown] = (1 - opacity) * out[shown] + opacity * colors[shown]
@@ -103,10 +107,11 @@ def side_by_side(images: Sequence[np.ndarray], titles: Sequence[str] = (),
     return np.concatenate(tiles, axis=1)
 
 
-def class_legend(class_names: Sequence[str], class_ids: Sequence[int], width: int, row_height: int = 18) -> np.ndarray:
+def class_legend(class_names: Sequence[str], class_ids: Sequence[int], width: int, row_height: int = 18,
+                 colours: Sequence | None = None) -> np.ndarray:
     """Colour swatches and names of ``class_ids`` (palette of ``label_overlay``), in as many columns as fit
     ``width`` pixels; returns an RGB strip of that width."""
-    colors = palette(len(class_names))
+    colors = palette(len(class_names), colours)
     column = 150
     columns = max(1, width // column)
     rows = max(1, -(-len(class_ids) // columns))
@@ -119,9 +124,10 @@ def class_legend(class_names: Sequence[str], class_ids: Sequence[int], width: in
     return strip
 
 
-def with_legend(panel: np.ndarray, class_names: Sequence[str], class_ids: Sequence[int]) -> np.ndarray:
+def with_legend(panel: np.ndarray, class_names: Sequence[str], class_ids: Sequence[int],
+                colours: Sequence | None = None) -> np.ndarray:
     """``panel`` with the legend of ``class_ids`` below it."""
-    return np.concatenate([panel, class_legend(class_names, class_ids, panel.shape[1])], axis=0)
+    return np.concatenate([panel, class_legend(class_names, class_ids, panel.shape[1], colours=colours)], axis=0)
 
 
 def image_rgb(batch: dict, i: int) -> np.ndarray:

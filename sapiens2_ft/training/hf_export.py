@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from datamodules.boundary.writes import staged, write_json, write_text
+from datamodules.classes.class_set import CLASS_SET_FILE
 from datamodules.keypoints.metainfo import SET_FILE
 from sapiens2_ft.models.checkpoints import load_model
 from sapiens2_ft.models.preprocessing import IMAGE_MEAN, IMAGE_STD
@@ -74,6 +75,8 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, push_to_hub: str 
         write_json(out, PREPROCESSOR_FILE, preprocessor_config(info.task, model.config.image_size, sigma), indent=2)
         if info.keypoints is not None:
             write_text(out, SET_FILE, yaml.safe_dump(info.keypoints, sort_keys=False))
+        if info.classes is not None:
+            write_text(out, CLASS_SET_FILE, yaml.safe_dump(info.classes, sort_keys=False))
         write_card(out, info)
     if push_to_hub:
         push_export(out, push_to_hub, private)

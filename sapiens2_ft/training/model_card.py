@@ -11,6 +11,8 @@ card) and names no absolute path, user or host name, token or URL credential (``
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -209,8 +211,25 @@ def labels_text(info) -> str:
     spec, labels = task_spec(info.task), info.labels
     kind = {"keypoint": "keypoints", "class": "classes"}.get(spec.model.label_kind, "output channels")
     named = f" (keypoint set `{info.keypoints['name']}`)" if (info.keypoints or {}).get("name") else ""
+    named += f" (class set `{info.classes['name']}`)" if (info.classes or {}).get("name") else ""
     shown = ", ".join(labels[:40]) + (f", ... ({len(labels) - 40} more, in `config.json`)" if len(labels) > 40 else "")
     return f"## Labels\n\n{len(labels)} {kind}{named}: {shown}."
+
+
+PER_CLASS = "per_class.csv"  # the validation's table of each class (``diagnostics/step_<N>/``), where a task has one
+
+
+def per_class_text(run_dir: Path | None, step: int) -> str:
+    """The IoU and accuracy of each class by name at the exported ``step`` (its validation's ``per_class.csv``);
+    empty when that validation wrote none."""
+    path = run_dir / "diagnostics" / f"step_{step}" / PER_CLASS if run_dir is not None else None
+    if path is None or not path.is_file():
+        return ""
+    rows = list(csv.DictReader(io.StringIO(read_text(path))))
+    cell = lambda v: f"{float(v):.4f}" if v else "-"  # noqa: E731  (empty: the class was never seen)
+    lines = [f"| {row['class']} | {cell(row['iou'])} | {cell(row['accuracy'])} | {row['gt_pixels']} |" for row in rows]
+    return "\n".join([f"## Per class\n\nEach class on the validation split at step {step:,} (- : neither labelled nor "
+                      "predicted there):\n", "| class | IoU | accuracy | labelled pixels |", "|---|---|---|---|", *lines])
 
 
 def data_text(task: str, config: dict, summary: dict) -> str:
@@ -306,7 +325,8 @@ def write_card(out: Path, info) -> Path:
     chosen = f"the run's best by {monitor.removeprefix('val/')} ({mode}), " if best else ""
     intro = (f"A [Sapiens2]({SAPIENS2_URL}) {info.task} model fine-tuned with sapiens2-ft: it predicts "
              f"{spec.export.predicts}. The weights exported here are {chosen}at step {info.global_step:,}.")
-    parts = [f"# {name}", intro, labels_text(info), section(RESULTS, results_text(meta))]
+    parts = [f"# {name}", intro, labels_text(info), section(RESULTS, results_text(meta)),
+             per_class_text(run_dir, info.global_step)]
     if picture is not None:
         parts.append(f"![Validation samples of the run: input, ground truth and prediction]({PICTURE_FILE})\n\n"
                      "Validation samples at the run's last validation.")

@@ -291,6 +291,22 @@ def test_custom_class_set_and_renamed_labels(tmp_path):
     assert '--data.num_classes 3 --data.class_names "[background, torso, hair]"' in summary(result)
 
 
+def test_a_class_set_takes_the_tool_labels_of_its_merges_sources_by_name(tmp_path):
+    """``--classes coarse``: Torso and Upper_Clothing paint Upper_Body, Face_Neck Head, Hair Hair; classes.txt is
+    the set's, which ``--data.classes coarse`` then reads as its own ids."""
+    scenes = [make_scene(0)]
+    write_cvat_xml(tmp_path / "src", scenes)
+    result = convert("cvat", tmp_path / "src", tmp_path / "out", classes="coarse")
+    coarse = {"Torso": 3, "Upper_Clothing": 3, "Face_Neck": 1, "Hair": 2}
+    labels = cv2.imread(str(tmp_path / "out" / "train" / "labels" / "img0.png"), cv2.IMREAD_UNCHANGED)
+    np.testing.assert_array_equal(labels, expected_labels(scenes[0], classes=coarse))
+    assert result.classes.unmatched == {"hat": 1} and result.classes.matched["Upper_Body"] == 2
+    assert (tmp_path / "out" / "classes.txt").read_text().split()[:4] == ["Background", "Head", "Hair", "Upper_Body"]
+    assert "--data.classes coarse" in summary(result)
+    data = DenseTaskData("seg", root=str(tmp_path / "out"), classes="coarse", input_size=(64, 48))
+    assert data.label_map(tmp_path / "out") == (8, None)  # written in the set's ids
+
+
 def test_the_command_line_gives_convert_its_class_set_and_split(tmp_path, capsys):
     """The same conversion from the command line: ``--classes``, ``--rename``, ``--unlabelled`` and ``--split`` reach
     the writer (the labels as above, in the split named)."""

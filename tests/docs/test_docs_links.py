@@ -34,8 +34,8 @@ NOT_REPOSITORY = {"data", "runs", "wandb", "lightning_logs", "out", "photos"}
 # Short forms the pages use for folders inside the packages, resolved under these bases.
 SHORT_BASES = ("sapiens2_ft", "sapiens2_ft/training", "datamodules", "configs")
 # Bare YAML names that are not recipes in configs/: files a run or a user writes.
-NOT_RECIPES = {"config.yaml", "hparams.yaml", "keypoints.yaml", "my_keypoints.yaml", "my_set.yaml",
-               "config.resumeN.yaml", "hparams.resumeN.yaml", "config.resume1.yaml"}  # a run's files
+NOT_RECIPES = {"config.yaml", "hparams.yaml", "keypoints.yaml", "classes.yaml", "my_keypoints.yaml", "my_set.yaml",
+               "my_parts.yaml", "config.resumeN.yaml", "hparams.resumeN.yaml", "config.resume1.yaml"}  # a run's files
 CHECKED_SUFFIXES = (".py", ".sh", ".md", ".yaml", ".toml")
 PACKAGES = ("sapiens2_ft", "datamodules")
 

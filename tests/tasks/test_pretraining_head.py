@@ -67,3 +67,23 @@ def test_another_label_set_takes_the_heads_rows_by_name():
     assert report.new == ["left_heel", "right_heel", "left_toe", "right_toe"]
     assert any("output rows by name: 17 of its 17, new: left_heel, right_heel, left_toe, right_toe" in n
                for n in report.notes), report.notes
+
+
+def test_a_class_set_s_merges_start_from_the_pretrained_head_s_rows():
+    """The coarse set from the 29-row pretrained seg head: Background and Hair its rows, each merge the mean of its
+    sources' rows with log k on the bias (``factory.merged_row``)."""
+    from datamodules.body_parts import SAPIENS2_PART_CLASSES
+    from datamodules.classes.class_set import load_class_set
+
+    coarse = load_class_set("coarse")
+    saved = load_file(shipped_asset(ASSET) / HEADS_FILE)
+    model, report = build_task_model("seg", coarse.names, (256, 192), pretrained=ASSET, pretraining_head=True,
+                                     label_sources=coarse.merges)
+    weight, bias = (model.state_dict()[f"decode_head.predictor.{k}"] for k in ("weight", "bias"))
+    saved_weight, saved_bias = (saved[f"seg.decode_head.predictor.{k}"].float() for k in ("weight", "bias"))
+    for i, rows in enumerate(coarse.sources):
+        ids = [SAPIENS2_PART_CLASSES.index(r) for r in rows]
+        torch.testing.assert_close(weight[i], saved_weight[ids].mean(0))
+        torch.testing.assert_close(bias[i], saved_bias[ids].mean() + torch.tensor(len(ids)).log())
+    assert report.new == [] and any("merged from theirs: Head, Upper_Body, Arms, Hands, Legs, Feet, new: -" in n
+                                    for n in report.notes), report.notes

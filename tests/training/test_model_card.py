@@ -147,3 +147,22 @@ def test_an_export_card_says_how_to_post_process_with_transformers(seg_checkpoin
     call = "`processor.post_process_semantic_segmentation(outputs, target_sizes=[(h, w)])`"
     assert call in card and "(its maps come out at 0.25 of the input size)" in card
     assert call in public_card(out, "someone/seg-model")
+
+
+def test_the_card_gives_each_class_iou_by_name_of_the_exported_step(tmp_path):
+    """The validation's per-class table of the exported step, by name (another step's is not read)."""
+    import torch
+
+    from sapiens2_ft.tasks.seg.metric import SegmentationMetrics
+    from sapiens2_ft.training.callbacks.diagnostics import write_diagnostics
+    from sapiens2_ft.training.model_card import per_class_text
+
+    names = ["Background", "Head", "Bag"]
+    metric = SegmentationMetrics(3, class_names=names)
+    metric.update(torch.tensor([[[0, 1, 1, 0]]]), torch.tensor([[[0, 1, 0, 0]]]))  # Bag neither labelled nor found
+    metric.compute()
+    write_diagnostics(tmp_path / "diagnostics" / "step_7", metric.diagnostics())
+    text = per_class_text(tmp_path, 7)
+    assert "| Background | 0.6667 | 0.6667 | 3 |" in text and "| Head | 0.5000 | 1.0000 | 1 |" in text
+    assert "| Bag | - | - | 0 |" in text and "step 7" in text
+    assert per_class_text(tmp_path, 8) == "" and per_class_text(None, 7) == ""

@@ -12,9 +12,11 @@ IGNORE_INDEX = 255  # the data layer's ignore value: drawn as the image
 TITLE = "body parts"
 
 
-def picture(image: np.ndarray, labels: np.ndarray, num_classes: int, ignore_index: int = IGNORE_INDEX) -> np.ndarray:
-    """Class colours over ``image`` (RGB); background (0) and ignored pixels show the image."""
-    return label_overlay(image, labels, num_classes, ignore_index=ignore_index)
+def picture(image: np.ndarray, labels: np.ndarray, num_classes: int, ignore_index: int = IGNORE_INDEX,
+            colours=None) -> np.ndarray:
+    """Class colours (a class set's ``colours``, else the palette's) over ``image`` (RGB); background (0) and ignored
+    pixels show the image."""
+    return label_overlay(image, labels, num_classes, ignore_index=ignore_index, colours=colours)
 
 
 def classes_shown(labels: np.ndarray, num_classes: int) -> list[int]:

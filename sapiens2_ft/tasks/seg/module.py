@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from datamodules.body_parts import SAPIENS2_PART_CLASSES
+from datamodules.classes.class_set import ClassSetError, load_class_set
 from sapiens2_ft.tasks.base import TaskModule
 from sapiens2_ft.tasks.distill import softened_kl
 from sapiens2_ft.tasks.seg import draw
@@ -27,8 +27,10 @@ class SegmentationModule(TaskModule):
     ``TaskModule``).
 
     Args:
-        class_names: Class names in label-id order (linked from ``data.class_names``); default: the
-            29 Sapiens2 classes. Head rows of a checkpoint are transferred by class name.
+        class_names: Class names in label-id order (linked from ``data.classes``, ``data.class_names``); default:
+            the 29 Sapiens2 classes. Head rows of a checkpoint are transferred by class name.
+        classes: The class set (linked from ``data.classes``): a class merged from several of the checkpoint's
+            starts from their rows (``models.factory.merged_row``), a new class fresh.
         class_weights: Cross-entropy weight per class, in class order. Default: for the 29 Sapiens2 classes
             in their order, the upstream weights (``SAPIENS2_PART_CLASS_WEIGHTS``: background 0.1, small
             parts up to 10), as the released seg models were trained; for any other class set (another
@@ -42,20 +44,33 @@ class SegmentationModule(TaskModule):
     spec = SEG
     inference_class = SegmentationInference
 
+    @classmethod
+    def check_options(cls, **options) -> list[str]:
+        problems = super().check_options(**options)
+        classes, names = options.get("classes"), options.get("class_names")
+        try:
+            found = load_class_set(classes).names if classes is not None else None
+        except ClassSetError as err:
+            return problems + [f"data.classes: {err}"]
+        if found is not None and names is not None and list(names) != list(found):
+            problems.append(f"model.class_names {list(names)} are not the classes of data.classes {classes}: "
+                            f"{list(found)}")
+        return problems
+
     def __init__(
         self,
         class_names: list[str] | None = None,
+        classes: str | None = None,
         class_weights: list[float] | None = None,
         ce_weight: float = 1.0,
         dice_weight: float = 1.0,
         ignore_index: int = 255,
         **kwargs,
     ):
-        names = list(class_names or SAPIENS2_PART_CLASSES)
+        super().__init__(**kwargs, _inference_options={"class_names": class_names, "classes": classes})
+        self.class_names = names = self.inference.class_names
         if class_weights is not None and len(class_weights) != len(names):
             raise ValueError(f"model.class_weights has {len(class_weights)} values for {len(names)} classes")
-        super().__init__(**kwargs, _inference_options={"class_names": class_names})
-        self.class_names = names
         weights = class_weights if class_weights is not None else default_class_weights(names)
         weights = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
         self.register_buffer("class_weights", weights, persistent=False)
@@ -76,10 +91,10 @@ class SegmentationModule(TaskModule):
         self.val_metrics.update(outputs["logits"].argmax(1), batch["labels"])
 
     def panel(self, outputs: SegOutputs, batch: SegBatch, i: int) -> tuple[str, np.ndarray]:
-        image, classes = image_rgb(batch, i), len(self.class_names)
+        image, classes, colours = image_rgb(batch, i), len(self.class_names), self.inference.class_set.colours
         labels, predicted_labels = batch["labels"][i].numpy(), outputs["logits"][i].argmax(0).numpy()
-        truth = draw.picture(image, labels, classes, self.hparams.ignore_index)
-        predicted = draw.picture(image, predicted_labels, classes)
+        truth = draw.picture(image, labels, classes, self.hparams.ignore_index, colours)
+        predicted = draw.picture(image, predicted_labels, classes, colours=colours)
         panel = side_by_side([image, truth, predicted], ["image", "ground truth", "prediction"])
         shown = sorted(set(draw.classes_shown(labels, classes)) | set(draw.classes_shown(predicted_labels, classes)))
-        return "segmentation", with_legend(panel, self.class_names, shown)
+        return "segmentation", with_legend(panel, self.class_names, shown, colours)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datamodules.body_parts import SAPIENS2_PART_CLASSES, resolve_class_names
+from datamodules.body_parts import SAPIENS2_PART_CLASSES
+from datamodules.classes.class_set import set_class_names
 from sapiens2_ft.tasks import heads
 from sapiens2_ft.tasks.seg import draw
 from sapiens2_ft.tasks.seg.targets import TARGETS
@@ -11,8 +12,8 @@ from sapiens2_ft.tasks.spec import DENSE_DATA, DENSE_LINKS, Data, Export, Model,
 SEG = TaskSpec(
     "seg",
     Training("sapiens2_ft.tasks.seg.module.SegmentationModule", DENSE_DATA, ("val/mIoU", "max"),
-             links=DENSE_LINKS + ((("data.num_classes", "data.class_names"), "model.class_names",
-                                   resolve_class_names),)),
+             links=DENSE_LINKS + ((("data.num_classes", "data.class_names", "data.classes"), "model.class_names",
+                                   set_class_names), ("data.classes", "model.classes"))),
     Model("Sapiens2ForSemanticSegmentation", label_kind="class", label_arg="class_names", heads=heads.SEG_HEADS,
           released_labels=lambda: SAPIENS2_PART_CLASSES),
     Data(TARGETS, draw.draw_sample),

@@ -1,0 +1,3 @@
+from sapiens2_ft.serve.cli import main
+
+main()
