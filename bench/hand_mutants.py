@@ -56,6 +56,7 @@ PLY_PEOPLE = f"{POINT_CLOUD}::test_the_ply_holds_the_metric_points_of_the_people
 PLY_SHEET = "tests/apps/test_predict_sheet.py::test_several_models_write_per_task_folders_and_a_sheet"
 PLY_APP = "tests/apps/test_app_point_cloud.py::test_the_page_offers_the_people_s_point_cloud"
 CLASS_SETS, SET_TRAINING = "tests/data/test_class_sets.py", "tests/tasks/seg/test_class_set_training.py"
+DISTILL, DISTILL_TESTS = "sapiens2_ft/tasks/distill.py", "tests/tasks/test_distill.py"
 
 HAND: tuple[HandMutant, ...] = (
     # -- the five of issue 59 ------------------------------------------------------------------------------------
@@ -620,4 +621,57 @@ HAND: tuple[HandMutant, ...] = (
         new="        return NameMap(classes.names, rename, (), spec)",
         why="convert --classes coarse leaves the tool's torso, face and clothing labels out (255) instead of merging",
         tests=("tests/apps/test_convert.py::test_a_class_set_takes_the_tool_labels_of_its_merges_sources_by_name",)),
+    # -- issue 65: distillation ------------------------------------------------------------------------------
+    HandMutant(
+        "teacher-in-train-mode", DISTILL,
+        old="        self.model.eval()  # whatever a trainer did to the modules it knows\n",
+        new="        self.model.train()\n",
+        why="the teacher runs in train mode (dropout, RoPE rescale of a pretraining config): noisy targets",
+        tests=(f"{DISTILL_TESTS}::test_the_teacher_rows_are_the_students_keypoints_by_name_and_it_stays_frozen",)),
+    HandMutant(
+        "temperature-not-squared", DISTILL,
+        old="    return kl.mean() * t * t\n",
+        new="    return kl.mean()\n",
+        why="the KL term's gradients shrink as 1/T^2: at T=4 the teacher barely counts",
+        tests=(f"{DISTILL_TESTS}::test_the_kl_term_keeps_its_gradient_scale_across_temperatures",)),
+    HandMutant(
+        "teacher-rows-not-by-name", DISTILL,
+        old="inference_class.options_from_model(directory, config, labels)",
+        new="inference_class.options_from_model(directory, config, None)",
+        why="the teacher runs with its own rows (308), not the student's keypoints by name: wrong or failing targets",
+        tests=(f"{DISTILL_TESTS}::test_the_teacher_rows_are_the_students_keypoints_by_name_and_it_stays_frozen",
+               f"{DISTILL_TESTS}::test_a_teacher_without_the_students_keypoints_is_a_clear_error")),
+    HandMutant(
+        "distill-mask-ignored", DISTILL,
+        old="        if diff.ndim == 4 and mask is not None:\n",
+        new="        if False:\n",
+        why="normals, pointmaps, mattes: the student copies the teacher's background too",
+        tests=(f"{DISTILL_TESTS}::test_the_geometric_term_counts_the_mask_only",)),
+    HandMutant(
+        "teacher-never-bf16", DISTILL,
+        old="        self.bf16 = bf16_supported(device, self.cpuinfo)\n",
+        new="        self.bf16 = False\n",
+        why="a 5B teacher runs in float32 on a bf16 GPU: twice its memory, several times its time",
+        tests=(f"{DISTILL_TESTS}::test_the_teacher_runs_in_bf16_where_the_cpu_has_it",)),
+    HandMutant(
+        "shuffled-teacher-passes", "sapiens2_ft/tasks/base.py",
+        old="        term = self.distill_loss({k: v[first:] for k, v in student.items()}, teacher, mask)\n",
+        new="        term = self.distill_loss({k: v[first:].roll(1, 0) for k, v in student.items()}, teacher, mask)\n",
+        why="each image is matched with another image's teacher outputs: the student learns the teacher's average",
+        tests=(f"{DISTILL_TESTS}::test_without_labels_the_student_moves_toward_the_teacher_and_a_shuffled_teacher_"
+               "does_not",)),
+    HandMutant(
+        "pseudo-people-unfiltered", "sapiens2_ft/pseudo_labels.py",
+        old="                          if p[\"score\"] >= args.min_score]",
+        new="                          if p[\"score\"] >= 0]",
+        why="pseudo-labels keep every person the model guessed, however unsure",
+        tests=("tests/apps/test_pseudo_labels.py::test_pose_pseudo_labels_keep_the_sure_people_and_keypoints_and_"
+               "train_as_coco",)),
+    HandMutant(
+        "pseudo-pixels-unfiltered", "sapiens2_ft/pseudo_labels.py",
+        old="    labels = np.where(confidence.numpy() >= min_score, labels.numpy(), -1)",
+        new="    labels = labels.numpy()",
+        why="seg pseudo-labels train on every pixel's guess, none ignored",
+        tests=("tests/apps/test_pseudo_labels.py::test_seg_pseudo_labels_ignore_the_unsure_pixels_and_train_as_"
+               "label_maps",)),
 )

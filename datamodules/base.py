@@ -19,6 +19,7 @@ from datamodules.shards.index import ShardIndex
 from datamodules.shards.store import ShardStore
 from datamodules.shards.writer import Part
 from datamodules.synthetic_data import SyntheticData, render_if_missing
+from datamodules.unlabeled import Fit, UnlabeledImages, WithUnlabeled, list_unlabeled
 
 
 class SampleDataModule(L.LightningDataModule):
@@ -41,6 +42,10 @@ class SampleDataModule(L.LightningDataModule):
         shard_cache: Local folder of the shards downloaded from a URL, made private (default: ``shards/`` of the
             user's cache, ``$SAPIENS2_FT_CACHE`` or ``~/.cache/sapiens2_ft``).
         shard_cache_gb: Most gigabytes of downloaded shards kept; the least recently used are deleted.
+        unlabeled: A folder of images nobody labelled (its symbolic links are not followed), for training with a
+            teacher (``model.distill.teacher``): each training sample brings one of them, fitted to the input as
+            the task's validation is (pose: the whole image as the person box), flipped at random; the teacher's
+            outputs are its only target (``datamodules.unlabeled``).
     """
 
     hparams_ignore: tuple[str, ...] = ()  # arguments left out of the hyper-parameters
@@ -62,6 +67,7 @@ class SampleDataModule(L.LightningDataModule):
         shards: str | None = None,
         shard_cache: str | None = None,
         shard_cache_gb: float = 50.0,
+        unlabeled: str | None = None,
     ):
         super().__init__()
         self.save_hyperparameters(ignore=list(self.hparams_ignore))  # the subclass's arguments too
@@ -73,6 +79,7 @@ class SampleDataModule(L.LightningDataModule):
         self.skipped: dict[str, dict[str, int]] = {}  # split -> reason -> samples left out when listing
         self.train_counts: list[SourceCount] = []  # the training datasets of a ``data.train`` mix
         self._train_start: TrainPosition | None = None
+        self._unlabeled: UnlabeledImages | None = None
 
     def prepare_data(self) -> None:
         if self.store is None:
@@ -133,6 +140,18 @@ class SampleDataModule(L.LightningDataModule):
         """The next training loader built starts at ``position`` (a resumed run); later ones at their epoch's start."""
         self._train_start = position
 
+    def unlabeled_fit(self) -> Fit:
+        """How an unlabelled image becomes a network input (image (H, W) -> 2x3 matrix); by the task's data module."""
+        raise NotImplementedError(f"{type(self).__name__} does not read unlabelled images")
+
+    def unlabeled_images(self) -> UnlabeledImages | None:
+        """The images of ``data.unlabeled`` (listed once; None when unset)."""
+        if self.hparams.unlabeled and self._unlabeled is None:
+            paths = list_unlabeled(self.hparams.unlabeled)
+            rank_zero_info(f"unlabeled: {len(paths)} images from {self.hparams.unlabeled} (data.unlabeled)")
+            self._unlabeled = UnlabeledImages(paths, self.hparams.input_size, self.unlabeled_fit())
+        return self._unlabeled
+
     def loader(self, dataset: Dataset, train: bool) -> DataLoader:
         """The training (shuffled, ``batch_size``) or validation (``val_batch_size``) loader of ``dataset``."""
         hp = self.hparams
@@ -140,5 +159,7 @@ class SampleDataModule(L.LightningDataModule):
         start = None
         if train:
             start, self._train_start = self._train_start, None
+            unlabeled = self.unlabeled_images()
+            dataset = WithUnlabeled(dataset, unlabeled) if unlabeled is not None else dataset
         return make_loader(dataset, batch_size, train, hp.num_workers, hp.pin_memory, hp.persistent_workers,
                            start=start, groups=dataset.groups if self.store is not None else None)

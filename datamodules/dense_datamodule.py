@@ -17,7 +17,8 @@ from datamodules.dense.augment import DenseAugment, resolve_augment, validation_
 from datamodules.dense_dataset import DenseDataset
 from datamodules.dense.files import list_samples
 from datamodules.dense.filters import DenseFilter
-from datamodules.dense.geometry import flip_classes_from_names
+from datamodules.dense.geometry import flip_classes_from_names, letterbox_matrix, stretch_matrix
+from datamodules.dense.pipelines import LETTERBOX
 from datamodules.dense.target_spec import TargetSpec
 from datamodules.errors import DataError
 from datamodules.keypoints.metainfo import normalise_name
@@ -25,6 +26,7 @@ from datamodules.hparams import as_dataclass, as_dataclasses
 from datamodules.mixing import MixedDataset
 from datamodules.shards.index import WHOLE_IMAGES
 from datamodules.shards.writer import Part
+from datamodules.unlabeled import fit_to
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,11 @@ class DenseDataModule(SampleDataModule):
             self.train_set = parts[0] if self.sources is None else self.mix(parts, self.sources)
         if stage in ("fit", "validate", None) and self.val_set is None:
             self.val_set = self._dataset(self.hparams.val_split, None)
+
+    def unlabeled_fit(self):
+        """The validation resize of the task (letterboxed or stretched)."""
+        fit = letterbox_matrix if validation_fit(self.augment, self.targets) == LETTERBOX else stretch_matrix
+        return fit_to(fit, self.hparams.input_size)
 
     def train_dataloader(self) -> DataLoader:
         return self.loader(self.train_set, train=True)

@@ -33,6 +33,7 @@ from datamodules.shards.writer import Part
 
 VAL_JSON = "val.json"  # the validation json's copy beside the shards
 from datamodules.transforms.topdown import TopdownAugment
+from datamodules.unlabeled import Fit, fit_to, whole_image_matrix
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,10 @@ class PoseDataModule(SampleDataModule):
         beside them and the keypoint names."""
         return self.written_parts(), {VAL_JSON: self.val_annotation_file}, {
             "keypoints": list(self.metainfo.keypoint_names)}
+
+    def unlabeled_fit(self) -> Fit:
+        """The whole image as the person box (one person per unlabelled image)."""
+        return fit_to(whole_image_matrix, self.hparams.input_size)
 
     def train_dataloader(self) -> DataLoader:
         return self.loader(self.train_set, train=True)

@@ -33,6 +33,8 @@ COMMANDS: dict[str, Command] = {
     "detect": Command(("sapiens2_ft.detect",), "person boxes for a pose config's validation images"),
     "convert": Command(("sapiens2_ft.convert.__main__",),
                        "an annotation tool's export in the layouts the recipes read"),
+    "pseudo-labels": Command(("sapiens2_ft.pseudo_labels",),
+                             "a model's sure predictions on unlabelled images as a data set to train on"),
     "select": Command(("sapiens2_ft.labelling.select",),
                       "the unlabelled images a model is least sure of, to label next"),
     "label-config": Command(("sapiens2_ft.labelling.config",),

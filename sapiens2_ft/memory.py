@@ -19,6 +19,11 @@ How the figures are made:
   head, counted on the meta device. Checkpointed blocks keep only their input, and backward
   recomputes one block at a time. Frozen blocks with nothing trainable before them save nothing; a LoRA
   block is measured with its adapters.
+- a teacher (``model.distill.teacher``): its parameters frozen, in bf16 under bf16 precision (its inference
+  autocast, ``tasks.distill``), divided by the world size under FSDP2 (plus its two gathered blocks and root), no
+  gradients, no optimiser state; its activations those of inference: one block's at a time (the largest block's
+  saved bytes, an upper bound of what lives inside it), for every image it sees; with ``data.unlabeled`` the student
+  and the teacher see twice the batch (one unlabelled image per sample).
 Not counted: the CUDA context and allocator fragmentation (keep ~10% free), data-loader pinned memory.
 The activations are those of eager PyTorch; ``torch.compile`` fuses element-wise ops and saves less.
 """
@@ -66,6 +71,8 @@ class Setup:
     lora: LoraOptions | None = None  # model.lora (rank 0: none)
     frozen_dtype: str = "float32"  # storage of the frozen linear weights (models.adapters.frozen_storage)
     head: dict | None = None  # model.head (None: the released layout of the size)
+    teacher_size: str | None = None  # model.distill.teacher's size preset (None: no teacher)
+    unlabeled: bool = False  # data.unlabeled: one unlabelled image per sample, through student and teacher
 
 
 @dataclass
@@ -81,10 +88,14 @@ class Estimate:
     num_params: int
     trainable_params: int = 0  # 0: all of num_params
     frozen_bytes: float = 0.0  # the frozen part of params
+    teacher_params: float = 0.0  # a teacher's frozen weights (and its FSDP2 gathered blocks)
+    teacher_activations: float = 0.0  # its inference: one block at a time
+    teacher_num_params: int = 0
 
     def total(self, checkpointed: bool) -> float:
         act = self.activations_checkpointed if checkpointed else self.activations
-        return self.params + self.grads + self.optimizer + self.buffers + act
+        return self.params + self.grads + self.optimizer + self.buffers + act + self.teacher_params \
+            + self.teacher_activations
 
 
 def _saved_bytes(fn, params=()) -> int:
@@ -184,7 +195,7 @@ def estimate(setup: Setup) -> Estimate:
     if num_full < config.num_hidden_layers:
         gqa = block_activation_bytes(config, config.num_first_full_attention_layers, setup.input_size, setup.bf16,
                                      setup.lora, setup.frozen_dtype)
-    b = setup.batch_size
+    b = setup.batch_size * (2 if setup.unlabeled else 1)  # the student's images in one step
     head = head_activation_bytes(model, setup.input_size, b, setup.bf16)
     first = config.num_first_full_attention_layers
     last = config.num_hidden_layers - config.num_last_full_attention_layers
@@ -200,7 +211,9 @@ def estimate(setup: Setup) -> Estimate:
         checkpointed = kept + inputs + recompute + head
     else:
         checkpointed = activations
+    teacher = teacher_bytes(setup, labels, b, shard, compute_bytes) if setup.teacher_size else (0, 0.0, 0.0)
     return Estimate(
+        teacher_num_params=teacher[0], teacher_params=teacher[1], teacher_activations=teacher[2],
         params=on_device * (4 * trainable + frozen_bytes) / shard,
         grads=on_device * 4 * trainable / shard,
         optimizer=on_device * 8 * trainable / shard,
@@ -211,6 +224,25 @@ def estimate(setup: Setup) -> Estimate:
         trainable_params=trainable,
         frozen_bytes=on_device * frozen_bytes / shard,
     )
+
+
+def teacher_bytes(setup: Setup, labels: list[str], images: int, shard: int, compute_bytes: int
+                  ) -> tuple[int, float, float]:
+    """(parameters, bytes of its weights on a device, bytes of its inference activations) of the teacher: frozen,
+    in the compute dtype, sharded under FSDP2 (plus two gathered blocks and the root); inference keeps one block's
+    activations at a time, for ``images`` images."""
+    with torch.device("meta"):
+        teacher, _ = build_task_model(setup.task, labels, setup.input_size, size=setup.teacher_size)
+    config = teacher.config
+    count = sum(p.numel() for p in teacher.parameters())
+    blocks = [m for m in teacher.modules() if isinstance(m, Sapiens2Layer)]
+    weights = count * compute_bytes / shard
+    if shard > 1:
+        block = max(sum(p.numel() for p in b.parameters()) for b in blocks)
+        weights += (2 * block + count - sum(sum(p.numel() for p in b.parameters()) for b in blocks)) * compute_bytes
+    per_sample, fixed, _ = block_activation_bytes(config, 0, setup.input_size, setup.bf16)
+    outputs = head_activation_bytes(teacher, setup.input_size, images, setup.bf16)
+    return count, weights, images * per_sample + fixed + outputs
 
 
 def frozen_blocks(setup: Setup, num_blocks: int) -> int:
@@ -274,6 +306,8 @@ def setup_from_config(argv: list[str], world_size: int | None) -> Setup:
         strategy = "ddp"
     lora = model.lora
     frozen = frozen_storage(model.frozen_dtype, precision)
+    distill = model.get("distill")
+    teacher = distill.teacher if distill is not None else None
     return Setup(task=task, size=size, num_labels=num_labels, input_size=tuple(data.input_size),
                  batch_size=data.batch_size, world_size=world_size, strategy=strategy,
                  bf16="bf16" in precision, checkpoint_every=scale.activation_checkpointing or 0,
@@ -281,7 +315,8 @@ def setup_from_config(argv: list[str], world_size: int | None) -> Setup:
                  freeze_blocks=model.freeze_blocks or 0,
                  lora=LoraOptions(**vars(lora)) if lora is not None and not isinstance(lora, LoraOptions) else lora,
                  frozen_dtype=str(frozen).removeprefix("torch.") if frozen is not None else "float32",
-                 head=dict(model.head) if model.head else None)
+                 head=dict(model.head) if model.head else None,
+                 teacher_size=_size_of_pretrained(teacher) if teacher else None, unlabeled=bool(data.get("unlabeled")))
 
 
 def report(setup: Setup, est: Estimate, device_memory_gb: float) -> str:
@@ -303,6 +338,13 @@ def report(setup: Setup, est: Estimate, device_memory_gb: float) -> str:
         f"  activations, checkpointing   {est.activations_checkpointed / GIB:8.2f} GiB"
         f" (every {max(s.checkpoint_every, 1)} block{'s' if max(s.checkpoint_every, 1) > 1 else ''})",
     ]
+    if s.teacher_size:
+        lines += [f"  teacher {s.teacher_size} ({est.teacher_num_params / 1e9:.3f} B, frozen, "
+                  f"{'bf16' if s.bf16 else 'fp32'}, no gradients or optimiser state)",
+                  f"    its weights{' (sharded + gathered)' if s.strategy == 'fsdp2' else '':<18}"
+                  f"{est.teacher_params / GIB:8.2f} GiB",
+                  f"    its inference activations  {est.teacher_activations / GIB:8.2f} GiB"
+                  + (" (labelled + unlabelled images)" if s.unlabeled else "")]
     usable = HEADROOM * device_memory_gb * GIB
     for checkpointed in (False, True):
         total = est.total(checkpointed)

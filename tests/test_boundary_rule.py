@@ -33,7 +33,7 @@ ALLOWED = {
         "open": "the run's own checkpoint, written to a temporary name, flushed and renamed (its own atomic writer)",
         "os.open": "fsync of the run's checkpoint folder", "os.replace": "the atomic rename of its checkpoints",
         "torch.save": "the run's own checkpoint, into the temporary file above"},
-    "sapiens2_ft/training/cpu_precision.py": {".read_text": "/proc/cpuinfo, the machine's, not a user's file"},
+    "sapiens2_ft/models/cpu_bf16.py": {".read_text": "/proc/cpuinfo, the machine's, not a user's file"},
     "sapiens2_ft/training/run_facts.py": {".read_text": "/proc/cpuinfo, the machine's, not a user's file"},
     "sapiens2_ft/training/hf_export.py": {".save_pretrained": "into a new private folder of boundary.writes.staged"},
     "sapiens2_ft/training/results_page.py": {".savefig": "into the temporary path of boundary.writes.replacing"},

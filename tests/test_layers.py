@@ -35,13 +35,14 @@ LAYERS = {
     "sapiens2_ft.check_data": 5,
     "sapiens2_ft.write_shards": 5,
     "sapiens2_ft.memory": 5,
+    "sapiens2_ft.pseudo_labels": 5,
     "sapiens2_ft.console": 5,
     "sapiens2_ft.api": 5,
 }
 LAYER_NAMES = ("boundary", "data", "models", "tasks", "training", "apps")
 SHARED_TASK_MODULES = {"registry", "heads", "base", "dense_maps", "visualize",  # tasks/*.py: any task may use them
                        "sample_pictures", "sample_sheet", "diagnostics", "inference", "saved_model", "spec",
-                       "task_model", "dense_data"}
+                       "task_model", "dense_data", "distill"}
 
 
 def module_name(path: Path) -> str:

@@ -86,3 +86,14 @@ def links_under(root: Path) -> list[str]:
             if os.path.islink(path):
                 found.append(Path(path).relative_to(root).as_posix())
     return sorted(found)
+
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
+
+
+def images_under(root: Path) -> list[str]:
+    """The image files under a handed folder (``files_under``: symbolic links left out and not entered), by suffix,
+    as relative POSIX names; ``NotADirectoryError`` when ``root`` is no folder, a link to one included."""
+    if Path(root).is_symlink() or not Path(root).is_dir():
+        raise NotADirectoryError(f"{root}: not a folder (a symbolic link to one is not followed)")
+    return [name for name in files_under(root) if Path(name).suffix.lower() in IMAGE_SUFFIXES]

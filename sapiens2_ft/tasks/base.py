@@ -32,6 +32,7 @@ from sapiens2_ft.models.preprocessing import normalize_images
 from sapiens2_ft.models.sharding import ScaleConfig, place_model
 from sapiens2_ft.problems import ConfigProblems
 from sapiens2_ft.tasks.diagnostics import Diagnostics
+from sapiens2_ft.tasks.distill import DistillOptions, Teacher, load_teacher, map_distill, option_problems
 from sapiens2_ft.tasks.inference import Batch, Files, Outputs, TaskInference, write_arrays
 from sapiens2_ft.tasks.spec import TaskSpec
 from sapiens2_ft.tasks.visualize import image_rgb
@@ -148,6 +149,8 @@ class TaskModule(L.LightningModule):
         frozen_dtype: Storage of the frozen layers' weights (with ``freeze`` or ``lora``) in training: ``auto``
             (the autocast dtype of ``trainer.precision``: bfloat16 under bf16-mixed, else float32), ``float32``,
             ``bfloat16`` or ``float16`` (these two need the matching mixed precision). Trained weights stay float32.
+        distill: Training with a teacher (``sapiens2_ft.tasks.distill.DistillOptions``; docs/distill.md): its
+            outputs on the labelled images and on ``data.unlabeled``'s are a target of the loss.
 
     A task module passes ``_inference_options``, the arguments of its inference class beyond the input size (pose: its
     keypoint set, flip test, sigma and heatmap output), from its own arguments (private: not a config key).
@@ -173,6 +176,7 @@ class TaskModule(L.LightningModule):
         freeze_blocks: int = 0,
         lora: LoraOptions = LoraOptions(),
         frozen_dtype: str = "auto",
+        distill: DistillOptions = DistillOptions(),
         _inference_options: dict | None = None,
     ):
         super().__init__()
@@ -185,6 +189,8 @@ class TaskModule(L.LightningModule):
         self.optim = as_dataclass(OptimConfig, optim)
         self.scale = as_dataclass(ScaleConfig, scale)
         self.lora = as_dataclass(LoraOptions, lora)
+        self.distill = as_dataclass(DistillOptions, distill)
+        self.teacher: Teacher | None = None  # loaded when a fit starts (``attach_teacher``)
         self.model: nn.Module | None = None  # built in configure_model, for the trainer's strategy
         # What the task does with its model (forward pass, decoding, files, pictures); it runs this module's model.
         self.inference = (self.inference_class(input_size, **(_inference_options or {})).held_by(self)
@@ -229,6 +235,8 @@ class TaskModule(L.LightningModule):
         if options.get("frozen_dtype", "auto") not in FROZEN_DTYPES:
             problems.append(f"model.frozen_dtype: '{options.get('frozen_dtype')}' is not one of "
                             f"{', '.join(FROZEN_DTYPES)}")
+        problems += option_problems(as_dataclass(DistillOptions, options.get("distill") or {}),
+                                    cls.inference_class is not None)
         size = options.get("input_size") or (256, 192)
         if len(size) != 2 or any(int(v) <= 0 or int(v) % 16 for v in size):
             problems.append(f"data.input_size: {list(size)} must be two positive multiples of the patch size, 16")
@@ -282,6 +290,55 @@ class TaskModule(L.LightningModule):
             rank_zero_info(f"model.freeze {hp.freeze}, model.lora.rank {self.lora.rank}: "
                            f"{trainable_summary(self.model)}; stored as {storage_summary(self.model)}")
 
+    # -- the teacher -------------------------------------------------------------------------
+
+    def teacher_labels(self) -> list[str] | str | None:
+        """The label set the teacher is loaded with (its rows by these names; None: a task of fixed outputs)."""
+        return list(self.labels) if self.spec.model.label_arg else None
+
+    def attach_teacher(self, cpuinfo: str | None = None) -> None:
+        """Load ``model.distill.teacher`` beside the model (on its device, sharded over its mesh); at fit start."""
+        if self.distill.teacher is None or self.teacher is not None:
+            return
+        teacher = Teacher(load_teacher(self.distill.teacher, self.inference_class, self.teacher_labels(),
+                                       self.hparams.input_size), cpuinfo)
+        self.check_teacher(teacher)
+        mesh = self.device_mesh["data_parallel"] if self.device_mesh is not None else None
+        self.teacher = teacher.place(self.device, mesh)
+        rank_zero_info(f"teacher {self.distill.teacher}: {sum(p.numel() for p in teacher.model.parameters()):,} "
+                       f"parameters, frozen, {'bf16' if teacher.bf16 else 'float32'}")
+
+    def check_teacher(self, teacher: Teacher) -> None:
+        """A ``BadConfig`` when the teacher's outputs cannot be the student's targets (a task adds its checks)."""
+
+    def on_fit_start(self) -> None:
+        self.attach_teacher()
+
+    def distill_loss(self, student: Outputs, teacher: Outputs, mask: torch.Tensor | None) -> torch.Tensor:
+        """The distillation term of the student's outputs against the teacher's (``tasks.distill``); ``mask``: the
+        pixels where the teacher counts (None: all). The base's: L1 to each map (the geometric tasks)."""
+        return map_distill(student, teacher, mask)
+
+    def distillation(self, images: torch.Tensor, unlabeled: torch.Tensor | None, batch: Batch
+                     ) -> tuple[Outputs, torch.Tensor]:
+        """The student's outputs on the labelled ``images`` and the distillation term on them (``on_labeled``) and on
+        the ``unlabeled`` ones: one forward pass of each model over both."""
+        count, size = len(images), images.shape[-2:]
+        both = images if unlabeled is None else torch.cat([images, unlabeled.to(images.device)])
+        pixels = normalize_images(both)
+        student = self.predict(pixels, size=size)
+        first = 0 if self.distill.on_labeled else count
+        mask = batch.get("mask")
+        if mask is not None and first == 0 and len(both) > count:
+            mask = torch.cat([mask.bool(), torch.ones((len(both) - count, *mask.shape[1:]), dtype=torch.bool,
+                                                       device=mask.device)])
+        mask = mask if first == 0 else None
+        if first >= len(both):
+            return student, torch.zeros((), device=images.device)
+        teacher = self.teacher(pixels[first:], size=size)
+        term = self.distill_loss({k: v[first:] for k, v in student.items()}, teacher, mask)
+        return {k: v[:count] for k, v in student.items()}, term
+
     def forward(self, pixel_values: torch.Tensor, size: Sequence[int] | None = None) -> Outputs:
         """Normalised images (B, 3, H, W) -> the task's outputs (``predict``)."""
         return self.predict(pixel_values, size)
@@ -304,9 +361,15 @@ class TaskModule(L.LightningModule):
 
     def _step(self, batch: Batch, stage: str) -> tuple[torch.Tensor, Outputs]:
         images = batch["image"]
-        run = self.predict if stage == "train" else self.infer
-        outputs = run(normalize_images(images), size=images.shape[-2:])
-        terms = self.loss_terms(outputs, batch)
+        if stage == "train" and self.teacher is not None:
+            outputs, distilled = self.distillation(images, batch.get("unlabeled"), batch)
+            terms = self.loss_terms(outputs, batch)
+            terms = {**terms, "labeled": terms["loss"], "distill": distilled,
+                     "loss": self.distill.label_weight * terms["loss"] + self.distill.weight * distilled}
+        else:
+            run = self.predict if stage == "train" else self.infer
+            outputs = run(normalize_images(images), size=images.shape[-2:])
+            terms = self.loss_terms(outputs, batch)
         self.log_dict({f"{stage}/{k}": v for k, v in terms.items()}, prog_bar=stage == "train",
                       batch_size=len(images), sync_dist=stage == "val")
         return terms["loss"], outputs

@@ -117,6 +117,7 @@ class TaskInference:
     takes_focal: ClassVar[bool] = False  # ``with_focal``: its outputs take a known camera's focal length
     people_only_pictures: ClassVar[bool] = False  # its pictures show the people alone, where a model found them
     downloads: ClassVar[tuple[str, ...]] = ()  # suffixes of ``files`` the web demo offers for download
+    pseudo_labels: ClassVar[str | None] = None  # what its predictions are written as for training (pseudo_labels.py)
 
     def __init__(self, input_size: Sequence[int] = (256, 192), model: nn.Module | None = None):
         self.input_size = (int(input_size[0]), int(input_size[1]))

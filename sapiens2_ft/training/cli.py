@@ -158,6 +158,10 @@ def config_problems(config, module_class) -> list[str]:
     options = config.model.as_dict()
     if hasattr(module_class, "check_options"):  # the task modules (multi-task pretraining checks its own)
         problems += module_class.check_options(**options)
+    data = config.get("data")
+    if data is not None and data.get("unlabeled") and not (options.get("distill") or {}).get("teacher"):
+        problems.append("data.unlabeled: images without labels train only against a teacher: set "
+                        "model.distill.teacher (docs/distill.md)")
     trainer = config.trainer
     precision = trainer.precision or default_precision(trainer.accelerator)
     if options.get("frozen_dtype", "auto") in FROZEN_DTYPES:

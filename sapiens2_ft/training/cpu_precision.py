@@ -2,25 +2,14 @@
 
 On CPUs with ``avx512_bf16`` or AMX, oneDNN runs bf16 matmuls at 3-4x the fp32 rate, so bf16 autocast is the
 biggest lever of a CPU run; elsewhere bf16 is emulated and far slower than fp32 (``bench/cpu_mfu.py``
-measures both). Imports nothing of this project.
+measures both). Whether it has them: ``models/cpu_bf16.py``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from sapiens2_ft.models.cpu_bf16 import NATIVE_BF16_FLAGS, native_bf16
 
-NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-
-
-def native_bf16(cpuinfo: str | None = None) -> bool:
-    """Whether the CPU lists a native bf16 flag (``lscpu``'s flags; ``cpuinfo``: that text, else /proc/cpuinfo)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return False
-    flags = set(cpuinfo.split())
-    return any(flag in flags for flag in NATIVE_BF16_FLAGS)
+__all__ = ["NATIVE_BF16_FLAGS", "cpu_precision", "native_bf16"]
 
 
 def cpu_precision(requested: str, cpuinfo: str | None = None) -> str:

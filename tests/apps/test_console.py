@@ -20,6 +20,7 @@ ENTRY_POINTS = {"train": "sapiens2_ft.training.cli", "predict": "sapiens2_ft.pre
                 "evaluate": "sapiens2_ft.evaluate", "export": "sapiens2_ft.export", "check-data": "sapiens2_ft.check_data",
                 "write-shards": "sapiens2_ft.write_shards", "memory": "sapiens2_ft.memory",
                 "detect": "sapiens2_ft.detect", "convert": "sapiens2_ft.convert.__main__",
+                "pseudo-labels": "sapiens2_ft.pseudo_labels",
                 "select": "sapiens2_ft.labelling.select", "label-config": "sapiens2_ft.labelling.config",
                 "app": "sapiens2_ft.app.cli", "serve": "sapiens2_ft.serve.cli"}
 

@@ -29,7 +29,7 @@ from sapiens2_ft import console
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("README.md", "docs/models.md", "docs/convert.md", "docs/evaluate.md", "docs/labelling.md",  # the users' paths
-         "docs/segmentation_classes.md")
+         "docs/segmentation_classes.md", "docs/distill.md")
 STEPS = ["--trainer.max_steps", "2", "--trainer.val_check_interval", "2"]  # the only thing added (training)
 FURTHER = ["--trainer.max_steps", "4", "--trainer.val_check_interval", "2"]  # a resume: 2 steps past the run's end
 NOT_RUN_HERE = (  # (pattern of a command, why not here; where it is run instead)
@@ -111,6 +111,7 @@ def world(tmp_path_factory):
     write_cvat_mask_export(root / "my_cvat_masks")
     write_photos(root / "photos")
     write_photos(root / "unlabeled", count=4)  # docs/labelling.md: the images the model pre-labels
+    write_photos(root / "unlabelled", count=10)  # docs/distill.md: photos nobody labelled
     write_clip(root / "clip.mp4")
     readme = (ROOT / "README.md").read_text()
     (root / "my_keypoints.yaml").write_text(re.search(r"```yaml\n(name: my_keypoints.*?)```", readme, re.S).group(1))
@@ -167,6 +168,9 @@ def test_the_readme_and_the_docs_main_pages_run_as_written(in_world):
     assert len(skipped["README.md"]) == 7, "\n".join(skipped["README.md"])  # two installs, four of Scale, sbatch
     assert (in_world / "data" / "my_coarse_parts" / "classes.txt").read_text().split() == [
         "Background", "Head", "Hair", "Upper_Body", "Arms", "Hands", "Legs", "Feet", "Bag"]
+    distilled = json.loads((in_world / "runs" / "mine-distilled" / "summary.json").read_text())
+    assert distilled["global_step"] == 2 and json.loads((in_world / "runs" / "pseudo" / "summary.json").read_text())
+    assert (in_world / "data" / "pseudo" / "keypoints.yaml").is_file()
 
 
 @pytest.mark.slow

@@ -81,6 +81,7 @@ class PoseInference(TaskInference):
 
     spec = POSE
     takes_person_boxes = True
+    pseudo_labels = "keypoints"  # COCO keypoints of the people found
 
     def __init__(self, input_size: Sequence[int] = (256, 192), keypoints: str = "coco17", flip_test: bool = True,
                  heatmap_output: Literal["heatmaps", "logits"] = "heatmaps", sigma: float = 2.0, model=None):

@@ -15,8 +15,10 @@ import numpy as np
 import torch
 
 from datamodules.boundary.writes import write_json
+from datamodules.errors import BadConfig
 from datamodules.keypoints.metainfo import MetainfoError, load_metainfo
 from sapiens2_ft.tasks.base import TaskModule
+from sapiens2_ft.tasks.distill import Teacher, heatmap_distill
 from sapiens2_ft.tasks.pose import draw
 from sapiens2_ft.tasks.pose.codec import encode_heatmaps, input_to_heatmap_coords
 from sapiens2_ft.tasks.pose.inference import LOGITS_OUTPUT, PoseBatch, PoseInference, PoseOutputs
@@ -84,6 +86,23 @@ class PoseModule(TaskModule):
         coords = input_to_heatmap_coords(batch["keypoints"], self.hparams.input_size, hm_size)
         targets, weights = encode_heatmaps(coords, batch["keypoint_weights"], hm_size, self.hparams.sigma)
         return {"loss": self.hparams.loss_weight * self.loss_fn(heatmaps, targets, weights)}
+
+    def teacher_labels(self) -> str:
+        """The student's keypoint set: the teacher's heatmap rows of the same names, in its order."""
+        return self.hparams.keypoints
+
+    def check_teacher(self, teacher: Teacher) -> None:
+        if teacher.inference.outputs_logits != self.inference.outputs_logits:
+            kind = {True: "heatmap cross-entropy logits", False: "MSE heatmaps"}
+            raise BadConfig(f"model.distill.teacher {self.distill.teacher} outputs "
+                            f"{kind[teacher.inference.outputs_logits]}, the student (model.loss "
+                            f"{self.hparams.loss}) {kind[self.inference.outputs_logits]}: give a teacher of the same kind")
+
+    def distill_loss(self, student: PoseOutputs, teacher: PoseOutputs, mask=None) -> torch.Tensor:
+        """The teacher's heatmaps on the same crop (``tasks.distill.heatmap_distill``), x ``loss_weight`` as the
+        labelled loss is."""
+        return self.hparams.loss_weight * heatmap_distill(student["heatmaps"], teacher["heatmaps"],
+                                                          self.inference.outputs_logits, self.distill.temperature)
 
     def on_validation_epoch_start(self) -> None:
         if self.val_metrics is None:

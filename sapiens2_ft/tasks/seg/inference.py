@@ -34,6 +34,7 @@ class SegmentationInference(TaskInference):
 
     spec = SEG
     finds_people = True
+    pseudo_labels = "label_maps"  # the class of each pixel it is sure of
 
     def __init__(self, input_size: Sequence[int] = (256, 192), class_names: Sequence[str] | None = None,
                  classes: str | None = None, model=None):

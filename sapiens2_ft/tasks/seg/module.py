@@ -13,6 +13,7 @@ import torch
 
 from datamodules.classes.class_set import ClassSetError, load_class_set
 from sapiens2_ft.tasks.base import TaskModule
+from sapiens2_ft.tasks.distill import softened_kl
 from sapiens2_ft.tasks.seg import draw
 from sapiens2_ft.tasks.seg.inference import SegBatch, SegmentationInference, SegOutputs
 from sapiens2_ft.tasks.seg.loss import default_class_weights, segmentation_loss
@@ -80,6 +81,11 @@ class SegmentationModule(TaskModule):
         hp = self.hparams
         return segmentation_loss(outputs["logits"], batch["labels"], self.class_weights, hp.ignore_index,
                                  hp.ce_weight, hp.dice_weight)
+
+    def distill_loss(self, student: SegOutputs, teacher: SegOutputs, mask=None) -> torch.Tensor:
+        """KL from the teacher's class distribution to the student's at ``model.distill.temperature``, x T^2, on
+        every pixel."""
+        return softened_kl(student["logits"], teacher["logits"], 1, self.distill.temperature)
 
     def update_metrics(self, outputs: SegOutputs, batch: SegBatch) -> None:
         self.val_metrics.update(outputs["logits"].argmax(1), batch["labels"])
